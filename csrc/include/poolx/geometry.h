@@ -1,0 +1,67 @@
+// Window geometry of 2-D max pooling: where each window starts, which of its
+// taps fall inside the input, and which windows can contain a given input row.
+#pragma once
+
+#include <cstdint>
+
+#include "poolx/macros.h"
+
+namespace poolx {
+
+struct Pool2dGeometry {
+  int64_t in_h, in_w;    // input plane
+  int64_t out_h, out_w;  // output plane
+  int64_t kernel_h, kernel_w;
+  int64_t stride_h, stride_w;
+  int64_t pad_h, pad_w;
+  int64_t dilation_h, dilation_w;
+};
+
+// Half-open range of taps [begin, end) of one window axis that land inside
+// [0, size). begin is the first in-bounds tap; begin >= end means no tap does.
+struct TapRange {
+  int64_t begin, end;
+};
+
+POOLX_HD int64_t ceil_div_nonneg(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
+
+POOLX_HD TapRange window_taps(int64_t start, int64_t kernel, int64_t dilation, int64_t size) {
+  const int64_t begin = ceil_div_nonneg(-start, dilation);
+  const int64_t in_range = ceil_div_nonneg(size - start, dilation);
+  return {begin, in_range < kernel ? in_range : kernel};
+}
+
+// Outputs [begin, end) along one axis whose window can cover input position i.
+POOLX_HD TapRange windows_covering(int64_t i, int64_t kernel, int64_t stride, int64_t pad,
+                                   int64_t dilation, int64_t out_size) {
+  const int64_t last = (i + pad) / stride + 1;
+  return {ceil_div_nonneg(i + pad - (kernel - 1) * dilation, stride),
+          last < out_size ? last : out_size};
+}
+
+// Tap index of input position i inside window o along one axis, or -1 if the
+// window's taps skip over i (dilation).
+POOLX_HD int64_t tap_of(int64_t i, int64_t o, int64_t stride, int64_t pad, int64_t dilation) {
+  const int64_t offset = i + pad - o * stride;
+  return offset % dilation == 0 ? offset / dilation : -1;
+}
+
+// torch's pooling_output_shape: floor or ceil division, and in ceil mode the
+// last window must start inside the input or the left padding.
+inline int64_t pool_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
+                                int64_t dilation, bool ceil_mode) {
+  const int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  // floor division that rounds toward -inf, as torch's div_rtn
+  int64_t out = (span >= 0 ? span / stride : -((-span + stride - 1) / stride)) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+// The geometry is tiled when every input element lies in at most one window
+// and windows have no holes: kernel == stride, no padding, no dilation.
+inline bool is_tiled(const Pool2dGeometry& g) {
+  return g.kernel_h == g.stride_h && g.kernel_w == g.stride_w && g.pad_h == 0 && g.pad_w == 0 &&
+         g.dilation_h == 1 && g.dilation_w == 1;
+}
+
+}  // namespace poolx

@@ -1,0 +1,40 @@
+// The kernels one backend provides. Every tensor is 4-D and contiguous in the
+// memory format of its kind (values, argmax and grad_output share a layout);
+// outputs are allocated by the caller and every element is written.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "poolx/geometry.h"
+
+namespace poolx {
+
+struct Pool2dKernels {
+  // values and argmax from input; argmax undefined for the value-only path
+  void (*forward)(const at::Tensor& input, const at::Tensor& values, const at::Tensor& argmax,
+                  const Pool2dGeometry& g);
+  // grad_input from grad_output and argmax
+  void (*backward)(const at::Tensor& grad_output, const at::Tensor& argmax,
+                   const at::Tensor& grad_input, const Pool2dGeometry& g);
+  // int64 flat indices (h * in_w + w) from argmax
+  void (*argmax_to_indices)(const at::Tensor& argmax, const at::Tensor& indices,
+                            const Pool2dGeometry& g);
+  // out[window] = src[selected tap]: the double backward
+  void (*gather_by_argmax)(const at::Tensor& src, const at::Tensor& argmax, const at::Tensor& out,
+                           const Pool2dGeometry& g);
+  // bool map of the selected taps
+  void (*argmax_to_mask)(const at::Tensor& argmax, const at::Tensor& mask,
+                         const Pool2dGeometry& g);
+  // values placed at their selected taps, last window wins, zeros elsewhere
+  void (*max_unpool2d_argmax)(const at::Tensor& values, const at::Tensor& argmax,
+                              const at::Tensor& out, const Pool2dGeometry& g);
+  // values placed at int64 flat indices, last write wins; indices pre-checked
+  void (*max_unpool2d_indices)(const at::Tensor& values, const at::Tensor& indices,
+                               const at::Tensor& out);
+};
+
+const Pool2dKernels& cpu_kernels();
+// Raises a clear error in a build without CUDA kernels.
+const Pool2dKernels& cuda_kernels();
+
+}  // namespace poolx

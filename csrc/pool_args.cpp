@@ -1,0 +1,125 @@
+#include "pool_args.h"
+
+#include <c10/util/Exception.h>
+
+namespace poolx {
+namespace {
+
+int64_t pick(at::IntArrayRef v, int i) { return v.size() == 1 ? v[0] : v[i]; }
+
+void check_pair(at::IntArrayRef v, const char* name, const char* op) {
+  TORCH_CHECK(v.size() == 1 || v.size() == 2, op, ": ", name,
+              " must either be a single int, or a tuple of two ints, but got ", name, "=", v);
+}
+
+void check_input(const at::Tensor& input) {
+  const int64_t ndim = input.dim();
+  TORCH_CHECK(ndim == 3 || ndim == 4,
+              "non-empty 3D or 4D (batch mode) tensor expected for input, but got input of shape ",
+              input.sizes());
+  for (int64_t d = ndim - 3; d < ndim; ++d) {
+    TORCH_CHECK(input.size(d) > 0,
+                "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, "
+                "but got:",
+                input.sizes());
+  }
+}
+
+Pool2dGeometry plane_geometry(int64_t in_h, int64_t in_w, const PoolParams& p, const char* op) {
+  check_pair(p.kernel_size, "kernel_size", op);
+  check_pair(p.padding, "padding", op);
+  check_pair(p.dilation, "dilation", op);
+  TORCH_CHECK(p.stride.empty() || p.stride.size() == 1 || p.stride.size() == 2, op,
+              ": stride must either be omitted, a single int, or a tuple of two ints, but got "
+              "stride=",
+              p.stride);
+  Pool2dGeometry g{};
+  g.in_h = in_h;
+  g.in_w = in_w;
+  g.kernel_h = pick(p.kernel_size, 0);
+  g.kernel_w = pick(p.kernel_size, 1);
+  const at::IntArrayRef stride = p.stride.empty() ? p.kernel_size : p.stride;
+  g.stride_h = pick(stride, 0);
+  g.stride_w = pick(stride, 1);
+  g.pad_h = pick(p.padding, 0);
+  g.pad_w = pick(p.padding, 1);
+  g.dilation_h = pick(p.dilation, 0);
+  g.dilation_w = pick(p.dilation, 1);
+  TORCH_CHECK(g.kernel_h > 0 && g.kernel_w > 0,
+              "kernel size should be greater than zero, but got kH: ", g.kernel_h,
+              " kW: ", g.kernel_w);
+  TORCH_CHECK(g.stride_h > 0 && g.stride_w > 0,
+              "stride should be greater than zero, but got dH: ", g.stride_h, " dW: ", g.stride_w);
+  TORCH_CHECK(g.dilation_h > 0 && g.dilation_w > 0,
+              "dilation should be greater than zero, but got dilationH: ", g.dilation_h,
+              " dilationW: ", g.dilation_w);
+  TORCH_CHECK(g.pad_h >= 0 && g.pad_w >= 0, "pad must be non-negative, but got pad: ",
+              p.padding);
+  TORCH_CHECK(g.kernel_w / 2 >= g.pad_w && g.kernel_h / 2 >= g.pad_h,
+              "pad should be smaller than or equal to half of kernel size, but got padW = ",
+              g.pad_w, ", padH = ", g.pad_h, ", kW = ", g.kernel_w, ", kH = ", g.kernel_h);
+  // Bounds that keep every index product far from int64 overflow.
+  constexpr int64_t kMaxExtent = int64_t(1) << 31;
+  TORCH_CHECK(g.kernel_h < kMaxExtent && g.kernel_w < kMaxExtent && g.stride_h < kMaxExtent &&
+                  g.stride_w < kMaxExtent && g.dilation_h < kMaxExtent &&
+                  g.dilation_w < kMaxExtent,
+              op, ": kernel_size, stride and dilation must be below 2^31, but got kernel_size=",
+              p.kernel_size, ", stride=", p.stride, ", dilation=", p.dilation);
+  g.out_h = pool_output_size(in_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, p.ceil_mode);
+  g.out_w = pool_output_size(in_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, p.ceil_mode);
+  return g;
+}
+
+}  // namespace
+
+Pool2dGeometry forward_geometry(const at::Tensor& input, const PoolParams& p, const char* op) {
+  check_input(input);
+  const int64_t nplane = input.dim() == 4 ? input.size(1) : input.size(0);
+  Pool2dGeometry g = plane_geometry(input.size(-2), input.size(-1), p, op);
+  TORCH_CHECK(g.out_h >= 1 && g.out_w >= 1, "Given input size: (", nplane, "x", g.in_h, "x",
+              g.in_w, "). Calculated output size: (", nplane, "x", g.out_h, "x", g.out_w,
+              "). Output size is too small");
+  return g;
+}
+
+Pool2dGeometry output_geometry(const at::Tensor& output, at::IntArrayRef input_hw,
+                               const PoolParams& p, const char* op) {
+  TORCH_CHECK(output.dim() == 3 || output.dim() == 4, op,
+              ": expected a 3D or 4D pooled tensor, but got shape ", output.sizes());
+  TORCH_CHECK(input_hw.size() == 2, op, ": input_size must name the input's (H, W), but got ",
+              input_hw);
+  TORCH_CHECK(input_hw[0] > 0 && input_hw[1] > 0, op,
+              ": input_size must be positive, but got ", input_hw);
+  const Pool2dGeometry g = plane_geometry(input_hw[0], input_hw[1], p, op);
+  TORCH_CHECK(output.size(-2) == g.out_h && output.size(-1) == g.out_w, op,
+              ": pooling an input of size ", input_hw, " gives an output of size (", g.out_h,
+              ", ", g.out_w, "), but the given tensor has size ", output.sizes());
+  return g;
+}
+
+at::ScalarType argmax_dtype(const Pool2dGeometry& g) {
+  return g.kernel_h * g.kernel_w <= 256 ? at::kByte : at::kInt;
+}
+
+void check_argmax(const at::Tensor& argmax, const at::Tensor& like, const Pool2dGeometry& g,
+                  const char* op) {
+  TORCH_CHECK(argmax.scalar_type() == argmax_dtype(g), op, ": argmax must have dtype ",
+              argmax_dtype(g), " for a ", g.kernel_h, "x", g.kernel_w,
+              " window, but got argmax.dtype=", argmax.scalar_type());
+  TORCH_CHECK(argmax.sizes() == like.sizes(), op, ": argmax must have the shape ",
+              like.sizes(), " of the pooled tensor, but got argmax.shape=", argmax.sizes());
+  TORCH_CHECK(argmax.device() == like.device(), op,
+              ": argmax must be on the device of the pooled tensor (", like.device(),
+              "), but got argmax.device=", argmax.device());
+}
+
+at::Tensor as_batched(const at::Tensor& t, at::MemoryFormat format) {
+  const at::Tensor t4 = t.dim() == 3 ? t.unsqueeze(0) : t;
+  return t4.contiguous(format);
+}
+
+at::MemoryFormat pool_memory_format(const at::Tensor& t) {
+  return t.dim() == 4 ? t.suggest_memory_format() : at::MemoryFormat::Contiguous;
+}
+
+}  // namespace poolx

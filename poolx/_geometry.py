@@ -1,0 +1,126 @@
+"""Pooling arguments in Python: normalization, torch's checks and output shapes.
+
+The C++ ops check the same rules (pool_args.cpp) for direct callers; this copy
+serves the functional API and the fake kernels, where sizes may be symbolic.
+"""
+
+from collections.abc import Sequence
+
+import torch
+
+# Largest window whose argmax fits in uint8.
+UINT8_WINDOW = 256
+
+
+def pair(value, name, op="max_pool2d"):
+    """An int or a sequence of one or two ints, as a tuple of two ints."""
+    if isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool):
+        return (value, value)
+    if isinstance(value, Sequence) and not isinstance(value, str) and len(value) in (1, 2):
+        items = tuple(value)
+        if all(isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool) for v in items):
+            return items * 2 if len(items) == 1 else items
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        raise RuntimeError(
+            f"{op}: {name} must either be a single int, or a tuple of two ints, but got "
+            f"{name}={value!r}"
+        )
+    raise TypeError(f"{op}: {name} must be an int or a tuple of two ints, but got {name}={value!r}")
+
+
+def pool_params(kernel_size, stride=None, padding=0, dilation=1, op="max_pool2d"):
+    """(kernel, stride, padding, dilation) as pairs; stride None or () means kernel."""
+    kernel = pair(kernel_size, "kernel_size", op)
+    empty_stride = stride is None or (isinstance(stride, Sequence) and len(stride) == 0)
+    return (
+        kernel,
+        kernel if empty_stride else pair(stride, "stride", op),
+        pair(padding, "padding", op),
+        pair(dilation, "dilation", op),
+    )
+
+
+def check_params(kernel, stride, padding, dilation):
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    if kh <= 0 or kw <= 0:
+        raise RuntimeError(f"kernel size should be greater than zero, but got kH: {kh} kW: {kw}")
+    if sh <= 0 or sw <= 0:
+        raise RuntimeError(f"stride should be greater than zero, but got dH: {sh} dW: {sw}")
+    if dh <= 0 or dw <= 0:
+        raise RuntimeError(
+            f"dilation should be greater than zero, but got dilationH: {dh} dilationW: {dw}"
+        )
+    if ph < 0 or pw < 0:
+        raise RuntimeError(f"pad must be non-negative, but got pad: {list(padding)}")
+    if kw // 2 < pw or kh // 2 < ph:
+        raise RuntimeError(
+            "pad should be smaller than or equal to half of kernel size, but got "
+            f"padW = {pw}, padH = {ph}, kW = {kw}, kH = {kh}"
+        )
+
+
+def output_size(size, kernel, stride, pad, dilation, ceil_mode):
+    """torch's pooling_output_shape for one axis."""
+    span = size + 2 * pad - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)
+    out = span // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + pad:
+        out = out - 1
+    return out
+
+
+def pooled_hw(in_hw, kernel, stride, padding, dilation, ceil_mode):
+    return tuple(
+        output_size(in_hw[i], kernel[i], stride[i], padding[i], dilation[i], ceil_mode)
+        for i in range(2)
+    )
+
+
+def check_input(input):
+    if input.dim() not in (3, 4):
+        raise RuntimeError(
+            "non-empty 3D or 4D (batch mode) tensor expected for input, but got input of shape "
+            f"{list(input.shape)}"
+        )
+    if any(s == 0 for s in input.shape[-3:]):
+        raise RuntimeError(
+            "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, "
+            f"but got:{list(input.shape)}"
+        )
+
+
+def forward_hw(input, kernel, stride, padding, dilation, ceil_mode):
+    """Validated output (H, W) of pooling `input`."""
+    check_input(input)
+    check_params(kernel, stride, padding, dilation)
+    out_h, out_w = pooled_hw(input.shape[-2:], kernel, stride, padding, dilation, ceil_mode)
+    if out_h < 1 or out_w < 1:
+        c, h, w = input.shape[-3:]
+        raise RuntimeError(
+            f"Given input size: ({c}x{h}x{w}). Calculated output size: ({c}x{out_h}x{out_w}). "
+            "Output size is too small"
+        )
+    return out_h, out_w
+
+
+def argmax_dtype(kernel):
+    return torch.uint8 if kernel[0] * kernel[1] <= UINT8_WINDOW else torch.int32
+
+
+def memory_format(t):
+    """The layout poolx gives results derived from `t` (as torch's kernels do)."""
+    if t.dim() == 4:
+        return torch._prims_common.suggest_memory_format(t)
+    return torch.contiguous_format
+
+
+def input_hw(input_size, grad_output, name="input_size"):
+    """(H, W) from a full input shape or an (H, W) pair, checked against grad_output."""
+    size = tuple(input_size)
+    if len(size) == grad_output.dim() and size[:-2] == tuple(grad_output.shape[:-2]):
+        return size[-2:]
+    if len(size) == 2:
+        return size
+    raise RuntimeError(
+        f"{name} must be the input's full shape (with the leading dims "
+        f"{list(grad_output.shape[:-2])}) or its (H, W), but got {name}={list(size)}"
+    )

@@ -1,0 +1,140 @@
+"""Fake (meta) kernels and autograd formulas of the torch.ops.poolx operators."""
+
+import torch
+
+from poolx import _geometry as geo
+from poolx._library import ops
+
+
+def _empty_like_layout(like, shape, dtype=None):
+    return like.new_empty(shape, dtype=dtype, memory_format=geo.memory_format(like))
+
+
+def _pooled(input, kernel, stride, padding, dilation, ceil_mode, dtype=None):
+    out_hw = geo.forward_hw(input, kernel, stride, padding, dilation, ceil_mode)
+    shape = (*input.shape[:-2], *out_hw)
+    return _empty_like_layout(input, shape, dtype)
+
+
+@torch.library.register_fake("poolx::max_pool2d_argmax")
+def _max_pool2d_argmax_fake(input, kernel, stride, padding, dilation, ceil_mode):
+    args = (kernel, stride, padding, dilation, ceil_mode)
+    return _pooled(input, *args), _pooled(input, *args, dtype=geo.argmax_dtype(kernel))
+
+
+@torch.library.register_fake("poolx::max_pool2d_values")
+def _max_pool2d_values_fake(input, kernel, stride, padding, dilation, ceil_mode):
+    return _pooled(input, kernel, stride, padding, dilation, ceil_mode)
+
+
+def _check_pooled(pooled, in_hw, kernel, stride, padding, dilation, ceil_mode):
+    geo.check_params(kernel, stride, padding, dilation)
+    out_hw = geo.pooled_hw(in_hw, kernel, stride, padding, dilation, ceil_mode)
+    if tuple(pooled.shape[-2:]) != tuple(out_hw):
+        raise RuntimeError(
+            f"pooling an input of size {list(in_hw)} gives an output of size {list(out_hw)}, "
+            f"but the given tensor has size {list(pooled.shape)}"
+        )
+
+
+def _unpooled(like_pooled, argmax, in_hw, args, dtype=None):
+    _check_pooled(like_pooled, in_hw, *args)
+    return _empty_like_layout(argmax, (*like_pooled.shape[:-2], *in_hw), dtype)
+
+
+@torch.library.register_fake("poolx::max_pool2d_backward")
+def _max_pool2d_backward_fake(grad_output, argmax, input_size, *args):
+    return _unpooled(grad_output, argmax, input_size, args)
+
+
+@torch.library.register_fake("poolx::max_unpool2d_argmax")
+def _max_unpool2d_argmax_fake(values, argmax, input_size, *args):
+    return _unpooled(values, argmax, input_size, args)
+
+
+@torch.library.register_fake("poolx::argmax_to_mask")
+def _argmax_to_mask_fake(argmax, input_size, *args):
+    return _unpooled(argmax, argmax, input_size, args, dtype=torch.bool)
+
+
+@torch.library.register_fake("poolx::argmax_to_indices")
+def _argmax_to_indices_fake(argmax, input_size, *args):
+    _check_pooled(argmax, input_size, *args)
+    return _empty_like_layout(argmax, argmax.shape, torch.int64)
+
+
+@torch.library.register_fake("poolx::gather_by_argmax")
+def _gather_by_argmax_fake(src, argmax, *args):
+    _check_pooled(argmax, src.shape[-2:], *args)
+    return _empty_like_layout(argmax, argmax.shape, src.dtype)
+
+
+@torch.library.register_fake("poolx::max_unpool2d")
+def _max_unpool2d_fake(input, indices, output_size):
+    return _empty_like_layout(input, (*input.shape[:-2], *output_size))
+
+
+# Autograd. Only the 1-byte argmax is saved by the argmax op; the values op
+# saves its input and recomputes the argmax in backward (save="recompute").
+# Each backward is itself differentiable, to any order.
+
+
+def _setup_argmax(ctx, inputs, output):
+    input, *ctx.pool_args = inputs
+    ctx.input_hw = tuple(input.shape[-2:])
+    ctx.save_for_backward(output[1])
+
+
+def _backward_argmax(ctx, grad_values, _grad_argmax):
+    (argmax,) = ctx.saved_tensors
+    grad = ops.max_pool2d_backward(grad_values, argmax, ctx.input_hw, *ctx.pool_args)
+    return grad, None, None, None, None, None
+
+
+def _setup_values(ctx, inputs, output):
+    input, *ctx.pool_args = inputs
+    ctx.save_for_backward(input)
+
+
+def _backward_values(ctx, grad_values):
+    (input,) = ctx.saved_tensors
+    _, argmax = ops.max_pool2d_argmax(input.detach(), *ctx.pool_args)
+    grad = ops.max_pool2d_backward(grad_values, argmax, tuple(input.shape[-2:]), *ctx.pool_args)
+    return grad, None, None, None, None, None
+
+
+def _setup_backward(ctx, inputs, output):
+    _grad_output, argmax, _input_size, *ctx.pool_args = inputs
+    ctx.save_for_backward(argmax)
+
+
+def _backward_backward(ctx, grad_grad_input):
+    (argmax,) = ctx.saved_tensors
+    grad = ops.gather_by_argmax(grad_grad_input, argmax, *ctx.pool_args)
+    return grad, None, None, None, None, None, None, None
+
+
+def _setup_gather(ctx, inputs, output):
+    src, argmax, *ctx.pool_args = inputs
+    ctx.src_hw = tuple(src.shape[-2:])
+    ctx.save_for_backward(argmax)
+
+
+def _backward_gather(ctx, grad_out):
+    (argmax,) = ctx.saved_tensors
+    grad = ops.max_pool2d_backward(grad_out, argmax, ctx.src_hw, *ctx.pool_args)
+    return grad, None, None, None, None, None, None
+
+
+torch.library.register_autograd(
+    "poolx::max_pool2d_argmax", _backward_argmax, setup_context=_setup_argmax
+)
+torch.library.register_autograd(
+    "poolx::max_pool2d_values", _backward_values, setup_context=_setup_values
+)
+torch.library.register_autograd(
+    "poolx::max_pool2d_backward", _backward_backward, setup_context=_setup_backward
+)
+torch.library.register_autograd(
+    "poolx::gather_by_argmax", _backward_gather, setup_context=_setup_gather
+)
