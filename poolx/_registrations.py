@@ -7,7 +7,9 @@ from poolx._library import ops
 
 
 def _empty_like_layout(like, shape, dtype=None):
-    return like.new_empty(shape, dtype=dtype, memory_format=geo.memory_format(like))
+    """Empty tensor on like's device, in the layout the kernels derive from like."""
+    dtype = like.dtype if dtype is None else dtype
+    return torch.empty(shape, dtype=dtype, device=like.device, memory_format=geo.memory_format(like))
 
 
 def _pooled(input, kernel, stride, padding, dilation, ceil_mode, dtype=None):
@@ -39,6 +41,7 @@ def _check_pooled(pooled, in_hw, kernel, stride, padding, dilation, ceil_mode):
 
 def _unpooled(like_pooled, argmax, in_hw, args, dtype=None):
     _check_pooled(like_pooled, in_hw, *args)
+    dtype = like_pooled.dtype if dtype is None else dtype
     return _empty_like_layout(argmax, (*like_pooled.shape[:-2], *in_hw), dtype)
 
 

@@ -1,0 +1,27 @@
+"""Shared fixtures: every test that takes `device` runs on CPU, and on CUDA
+where a GPU and a CUDA build of poolx exist (reported as skipped otherwise)."""
+
+import zlib
+
+import pytest
+import torch
+
+import poolx  # noqa: F401  (loads the operators once for every test module)
+
+HAS_CUDA = torch.cuda.is_available()
+
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU here")),
+]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _fresh_seed(request):
+    """A different but reproducible random stream for every test."""
+    torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
