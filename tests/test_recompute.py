@@ -112,3 +112,15 @@ def test_invalid_save(make):
 def test_recompute_with_indices_is_refused():
     with pytest.raises(ValueError, match="return_indices=True"):
         poolx.MaxPool2d(2, return_indices=True, save="recompute")
+
+
+def test_compile_fullgraph(device):
+    x = planted((2, 3, 9, 8), device=device).nan_to_num().requires_grad_()
+    fn = lambda t: poolx.max_pool2d(t, 3, 2, 1, save="recompute")  # noqa: E731
+    compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
+    out, expected = compiled(x), fn(x)
+    assert_same_bits(out, expected.cpu())
+    grad_out = torch.randn_like(out)
+    assert_same_bits(
+        torch.autograd.grad(out, x, grad_out)[0], torch.autograd.grad(expected, x, grad_out)[0].cpu()
+    )
