@@ -32,7 +32,9 @@ class VGGStyle(nn.Module):
             conv_block(w, 2 * w), conv_block(2 * w, 2 * w), nn.MaxPool2d(2),
             conv_block(2 * w, 4 * w), nn.MaxPool2d(3, 2, 1, ceil_mode=True),
         )
-        self.classifier = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * w, classes))
+        self.classifier = nn.Sequential(
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * w, classes)
+        )
 
     def forward(self, x):
         return self.classifier(self.features(x))
@@ -42,7 +44,8 @@ class UNetStyle(nn.Module):
     def __init__(self, width, classes=3):
         super().__init__()
         w = width
-        self.enc1, self.enc2, self.mid = conv_block(3, w), conv_block(w, 2 * w), conv_block(2 * w, 2 * w)
+        self.enc1, self.enc2 = conv_block(3, w), conv_block(w, 2 * w)
+        self.mid = conv_block(2 * w, 2 * w)
         self.pool = nn.MaxPool2d(2, return_indices=True)
         self.unpool = nn.MaxUnpool2d(2)
         self.dec2, self.dec1 = conv_block(4 * w, w), conv_block(2 * w, w)
@@ -64,7 +67,8 @@ class FunctionalPooling(nn.Module):
 
     def __init__(self, width, classes=10):
         super().__init__()
-        self.conv1, self.conv2 = nn.Conv2d(3, width, 3, padding=1), nn.Conv2d(width, width, 3, padding=1)
+        self.conv1 = nn.Conv2d(3, width, 3, padding=1)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1)
         self.fc = nn.Linear(width, classes)
 
     def forward(self, x):
@@ -91,10 +95,12 @@ def compare(name, make_model, batches, loss_fn, steps):
     torch.manual_seed(0)
     model = make_model()
     converted = poolx.convert(copy.deepcopy(model))
-    poolx_layers = sum(isinstance(m, (poolx.MaxPool2d, poolx.MaxUnpool2d)) for m in converted.modules())
+    poolx_types = (poolx.MaxPool2d, poolx.MaxUnpool2d)
+    poolx_layers = sum(isinstance(m, poolx_types) for m in converted.modules())
     theirs = train(model, batches, loss_fn, steps)
     ours = train(converted, batches, loss_fn, steps)
-    print(f"{name}: {poolx_layers} pooling layers converted; losses torch {fmt(theirs)}, poolx {fmt(ours)}")
+    print(f"{name}: {poolx_layers} pooling layers converted; "
+          f"losses torch {fmt(theirs)}, poolx {fmt(ours)}")
     return theirs, ours
 
 

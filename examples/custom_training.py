@@ -72,10 +72,13 @@ def timings(n, c, size, min_run_time=1.0):
         },
         "backward": {
             "avg_pool2d": median_ms(
-                "torch.ops.aten.avg_pool2d_backward(grad, x, [2, 2], [2, 2], [0, 0], False, True, None)",
+                "torch.ops.aten.avg_pool2d_backward("
+                "grad, x, [2, 2], [2, 2], [0, 0], False, True, None)",
                 **env,
             ),
-            "poolx with argmax": median_ms("poolx.max_pool2d_backward(grad, argmax, x.shape, 2)", **env),
+            "poolx with argmax": median_ms(
+                "poolx.max_pool2d_backward(grad, argmax, x.shape, 2)", **env
+            ),
             "torch with indices": median_ms(
                 "torch.ops.aten.max_pool2d_with_indices_backward("
                 "grad, x, [2, 2], [2, 2], [0, 0], [1, 1], False, indices)",
@@ -92,7 +95,10 @@ def print_timings(times, shape):
     print("|---|---|---|---|")
     for pass_name, row in times.items():
         avg = row["avg_pool2d"]
-        cells = [f"{row[k]:.2f} ms ({row[k] / avg:.2f}x avg)" for k in ("poolx with argmax", "torch with indices")]
+        cells = [
+            f"{row[k]:.2f} ms ({row[k] / avg:.2f}x avg)"
+            for k in ("poolx with argmax", "torch with indices")
+        ]
         print(f"| {pass_name} | {avg:.2f} ms | {cells[0]} | {cells[1]} |")
 
 

@@ -92,7 +92,8 @@ def graph_ops(out):
 
 
 def poolx_ops(out):
-    return sorted({n.split("poolx_")[1].split("_default")[0] for n in graph_ops(out) if "poolx_" in n})
+    names = (n for n in graph_ops(out) if "poolx_" in n)
+    return sorted({n.split("poolx_")[1].split("_default")[0] for n in names})
 
 
 def test_patch_routes_and_restores():
