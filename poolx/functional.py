@@ -105,8 +105,9 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
 
     Deterministic even where indices repeat (overlapping windows): within each
     (N, C) plane the value that comes last in row-major order of `input` wins,
-    which is what torch's CPU kernel produces. Indices outside the output plane
-    raise an error instead of being written.
+    torch's CPU result on one thread (torch's multi-threaded CPU kernel and its
+    CUDA kernel may keep either write). Indices outside the output plane raise
+    an error instead of being written.
     """
     kernel = _pair(kernel_size)
     stride = kernel if stride is None else _pair(stride)
