@@ -225,3 +225,18 @@ def test_compile_fullgraph(device):
         torch.autograd.grad(got, values, grad_out)[0],
         torch.autograd.grad(expected, values, grad_out)[0].cpu(),
     )
+
+
+def test_allowed_under_deterministic_algorithms():
+    """torch refuses its unpool here (its kernels race on repeated indices)."""
+    pool, x, indices = pooled_input("overlap 3/1 (indices repeat)", "cpu", False)
+    values = values_like(indices, torch.float32)
+    expected = torch_unpool(values, indices, pool, x.shape)
+    torch.use_deterministic_algorithms(True)
+    try:
+        with pytest.raises(RuntimeError, match="does not have a deterministic implementation"):
+            F.max_unpool2d(values, indices, *unpool_args(pool), output_size=x.shape)
+        out = poolx.max_unpool2d(values, indices, *unpool_args(pool), output_size=x.shape)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert_same_bits(out, expected)
