@@ -1,23 +1,32 @@
 """poolx: max pooling for PyTorch that computes the value and a 1-byte argmax
 in one pass and moves the fewest bytes a correct kernel can."""
 
-from poolx import _registrations  # noqa: F401  (fake kernels and autograd)
+from poolx import _registrations, _unpool_autograd  # noqa: F401  (fake kernels, autograd)
+from poolx._convert import convert
 from poolx.functional import (
     argmax_to_indices,
     argmax_to_mask,
     max_pool2d,
     max_pool2d_backward,
     max_pool2d_with_argmax,
+    max_unpool2d,
+    max_unpool2d_argmax,
 )
-from poolx.modules import MaxPool2d
+from poolx.modules import MaxPool2d, MaxUnpool2d
+from poolx._patch import patch
 
 __version__ = "0.1.0"
 
 __all__ = [
     "MaxPool2d",
+    "MaxUnpool2d",
     "argmax_to_indices",
     "argmax_to_mask",
+    "convert",
     "max_pool2d",
     "max_pool2d_backward",
     "max_pool2d_with_argmax",
+    "max_unpool2d",
+    "max_unpool2d_argmax",
+    "patch",
 ]

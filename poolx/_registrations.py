@@ -41,6 +41,11 @@ def _check_pooled(pooled, in_hw, kernel, stride, padding, dilation, ceil_mode):
 
 def _unpooled(like_pooled, argmax, in_hw, args, dtype=None):
     _check_pooled(like_pooled, in_hw, *args)
+    if argmax.device != like_pooled.device:
+        raise RuntimeError(
+            f"argmax must be on the device of the pooled tensor ({like_pooled.device}), "
+            f"but got argmax.device={argmax.device}"
+        )
     dtype = like_pooled.dtype if dtype is None else dtype
     return _empty_like_layout(argmax, (*like_pooled.shape[:-2], *in_hw), dtype)
 
@@ -74,6 +79,16 @@ def _gather_by_argmax_fake(src, argmax, *args):
 
 @torch.library.register_fake("poolx::max_unpool2d")
 def _max_unpool2d_fake(input, indices, output_size):
+    # The C++ op's checks that need no data (a meta `indices` lands here).
+    if indices.dtype != torch.int64:
+        raise RuntimeError(
+            f"max_unpool2d: elements in indices should be type int64 but got: {indices.dtype}"
+        )
+    if indices.shape != input.shape or indices.device != input.device:
+        raise RuntimeError(
+            f"max_unpool2d: indices must match input's shape {list(input.shape)} and device "
+            f"{input.device}, but got indices of shape {list(indices.shape)} on {indices.device}"
+        )
     return _empty_like_layout(input, (*input.shape[:-2], *output_size))
 
 

@@ -1,6 +1,8 @@
 """The functional API: drop-ins for torch.nn.functional plus the argmax tools."""
 
 import torch
+import torch.nn.functional as F
+from torch.nn.modules.utils import _pair
 
 from poolx import _geometry as geo
 from poolx._library import ops
@@ -8,6 +10,18 @@ from poolx._library import ops
 
 def _needs_grad(input):
     return torch.is_grad_enabled() and input.requires_grad
+
+
+SAVE_MODES = ("argmax", "recompute")
+
+
+def check_save(save, return_indices=False):
+    if save not in SAVE_MODES:
+        raise ValueError(f"save must be 'argmax' or 'recompute', but got save={save!r}")
+    # The argmax exists anyway to build the indices; recomputing it would cost
+    # a second pass to free 1 byte per output while the caller holds 8.
+    if save == "recompute" and return_indices:
+        raise ValueError("save='recompute' cannot be combined with return_indices=True")
 
 
 def max_pool2d(
@@ -18,18 +32,23 @@ def max_pool2d(
     dilation=1,
     ceil_mode=False,
     return_indices=False,
+    *,
+    save="argmax",
 ):
     """Same signature, results and gradients as torch.nn.functional.max_pool2d.
 
-    Saves only a 1-byte argmax per output for backward, and writes no argmax
-    at all when no gradient is needed.
+    save chooses what backward keeps: "argmax" (default) a 1-byte argmax per
+    output; "recompute" only the input, whose argmax backward recomputes (the
+    layer before usually keeps that input alive anyway). Gradients are the same
+    bit for bit. No argmax is written at all when no gradient is needed.
     """
+    check_save(save, return_indices)
     params = geo.pool_params(kernel_size, stride, padding, dilation)
     if return_indices:
         values, argmax = ops.max_pool2d_argmax(input, *params, ceil_mode)
         indices = ops.argmax_to_indices(argmax, tuple(input.shape[-2:]), *params, ceil_mode)
         return values, indices
-    if _needs_grad(input):
+    if _needs_grad(input) and save == "argmax":
         return ops.max_pool2d_argmax(input, *params, ceil_mode)[0]
     return ops.max_pool2d_values(input, *params, ceil_mode)
 
@@ -79,3 +98,36 @@ def argmax_to_mask(
     params = geo.pool_params(kernel_size, stride, padding, dilation)
     in_hw = geo.input_hw(input_size, argmax)
     return ops.argmax_to_mask(argmax, in_hw, *params, ceil_mode)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """Same signature, results and gradients as torch.nn.functional.max_unpool2d.
+
+    Deterministic even where indices repeat (overlapping windows): within each
+    (N, C) plane the value that comes last in row-major order of `input` wins,
+    torch's CPU result on one thread (torch's multi-threaded CPU kernel and its
+    CUDA kernel may keep either write). Indices outside the output plane raise
+    an error instead of being written.
+    """
+    kernel = _pair(kernel_size)
+    stride = kernel if stride is None else _pair(stride)
+    padding = _pair(padding)
+    # torch's own size rule and error messages for output_size.
+    out_hw = F._unpool_output_size(input, kernel, stride, padding, output_size)
+    return ops.max_unpool2d(input, indices, tuple(out_hw))
+
+
+def max_unpool2d_argmax(
+    input, argmax, output_size, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False
+):
+    """max_unpool2d fed with max_pool2d_with_argmax's compact argmax.
+
+    Places each pooled value at its window's selected tap, zeros elsewhere,
+    without building int64 indices. The pooling arguments are those of the
+    max_pool2d_with_argmax call; output_size is the pooled tensor's full shape
+    or its (H, W). Where windows overlap and select the same tap, the last
+    window in row-major order wins, as in max_unpool2d.
+    """
+    params = geo.pool_params(kernel_size, stride, padding, dilation)
+    out_hw = geo.input_hw(output_size, input, name="output_size")
+    return ops.max_unpool2d_argmax(input, argmax, out_hw, *params, ceil_mode)

@@ -6,7 +6,33 @@ from poolx import functional
 
 
 class MaxPool2d(nn.MaxPool2d):
-    """nn.MaxPool2d computed by poolx; same constructor, attributes and repr."""
+    """nn.MaxPool2d computed by poolx; same constructor, attributes and repr.
+
+    The keyword-only `save` ("argmax" or "recompute") chooses what backward
+    keeps; see poolx.max_pool2d.
+    """
+
+    # Class default, so modules pickled before `save` existed load unchanged.
+    save = "argmax"
+
+    def __init__(
+        self,
+        kernel_size,
+        stride=None,
+        padding=0,
+        dilation=1,
+        return_indices=False,
+        ceil_mode=False,
+        *,
+        save="argmax",
+    ):
+        super().__init__(kernel_size, stride, padding, dilation, return_indices, ceil_mode)
+        functional.check_save(save, return_indices)
+        self.save = save
+
+    def extra_repr(self):
+        save = "" if self.save == MaxPool2d.save else f", save={self.save}"
+        return super().extra_repr() + save
 
     def forward(self, input):
         return functional.max_pool2d(
@@ -17,4 +43,15 @@ class MaxPool2d(nn.MaxPool2d):
             self.dilation,
             ceil_mode=self.ceil_mode,
             return_indices=self.return_indices,
+            save=self.save,
+        )
+
+
+class MaxUnpool2d(nn.MaxUnpool2d):
+    """nn.MaxUnpool2d computed by poolx (deterministic); same constructor,
+    attributes and repr."""
+
+    def forward(self, input, indices, output_size=None):
+        return functional.max_unpool2d(
+            input, indices, self.kernel_size, self.stride, self.padding, output_size
         )

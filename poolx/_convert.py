@@ -1,0 +1,39 @@
+"""poolx.convert: swap torch's pooling modules in a model for poolx's."""
+
+from torch import nn
+
+from poolx.modules import MaxPool2d, MaxUnpool2d
+
+# Exact types only: subclasses (poolx's own included) may change forward.
+_REPLACEMENTS = {nn.MaxPool2d: MaxPool2d, nn.MaxUnpool2d: MaxUnpool2d}
+
+
+def _as_poolx(module):
+    """A poolx module carrying `module`'s whole state: arguments, training
+    mode, hooks and any attribute set on it (pooling modules own no tensors)."""
+    converted = _REPLACEMENTS[type(module)].__new__(_REPLACEMENTS[type(module)])
+    converted.__dict__.update(
+        {k: v.copy() if isinstance(v, dict) else v for k, v in module.__dict__.items()}
+    )
+    return converted
+
+
+def convert(module, _memo=None):
+    """Replaces every nn.MaxPool2d and nn.MaxUnpool2d in `module` (recursively,
+    the top module included) with the poolx module of the same arguments.
+
+    Like nn.SyncBatchNorm.convert_sync_batchnorm, containers are updated in
+    place and the converted top module is returned: use
+    ``model = poolx.convert(model)``. A pooling module shared by several
+    parents stays shared. Outputs and gradients are unchanged.
+    """
+    memo = {} if _memo is None else _memo
+    if id(module) in memo:
+        return memo[id(module)]
+    converted = _as_poolx(module) if type(module) in _REPLACEMENTS else module
+    memo[id(module)] = converted
+    for name, child in module.named_children():
+        new_child = convert(child, memo)
+        if new_child is not child:
+            setattr(converted, name, new_child)
+    return converted

@@ -1,0 +1,57 @@
+"""poolx.patch: route torch.nn.functional's max pooling through poolx."""
+
+import contextlib
+import threading
+
+import torch.nn.functional as F
+
+from poolx import functional
+
+_lock = threading.Lock()
+_depth = 0
+_saved = {}
+
+
+def _max_pool2d_with_indices(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+):
+    return functional.max_pool2d(
+        input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True
+    )
+
+
+_ROUTES = {
+    "max_pool2d": functional.max_pool2d,
+    "max_pool2d_with_indices": _max_pool2d_with_indices,
+    "max_unpool2d": functional.max_unpool2d,
+}
+
+
+@contextlib.contextmanager
+def patch():
+    """Inside the block, torch.nn.functional.max_pool2d, max_pool2d_with_indices
+    and max_unpool2d are poolx's (also when called by nn.MaxPool2d and
+    nn.MaxUnpool2d, which look them up at call time); torch's come back on
+    exit, also on an exception. Blocks may nest. The swap is process-wide,
+    so other threads see it too while any block is open.
+
+    It cannot reach names bound before the block (``from
+    torch.nn.functional import max_pool2d``), torch.max_pool2d,
+    torch.nn.functional's internal aliases, or torch.ops.aten calls.
+    """
+    global _depth
+    with _lock:
+        if _depth == 0:
+            _saved.update({name: getattr(F, name) for name in _ROUTES})
+            for name, fn in _ROUTES.items():
+                setattr(F, name, fn)
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                for name, fn in _saved.items():
+                    setattr(F, name, fn)
+                _saved.clear()
