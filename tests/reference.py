@@ -44,11 +44,13 @@ def torch_pool(x, pool, return_indices=False):
     C*H*W exceeds the dtype's maximum; for those it runs on int64 (same maxima).
     """
     x = x.detach().cpu()
-    wide = x.to(torch.int64) if x.dtype in (torch.uint8, torch.int8, torch.int16) else x
     with single_threaded():
-        out = F.max_pool2d(wide, **pool.kwargs(), return_indices=return_indices)
-    if wide is x:
-        return out
+        try:
+            return F.max_pool2d(x, **pool.kwargs(), return_indices=return_indices)
+        except RuntimeError:
+            if x.dtype not in (torch.uint8, torch.int8, torch.int16):
+                raise
+        out = F.max_pool2d(x.long(), **pool.kwargs(), return_indices=return_indices)
     return (out[0].to(x.dtype), out[1]) if return_indices else out.to(x.dtype)
 
 
