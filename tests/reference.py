@@ -67,6 +67,20 @@ def decode_argmax(argmax, in_hw, pool):
     return h * in_hw[1] + w
 
 
+def empty_windows(pool, hw):
+    """Bool (out_h, out_w): True where the window has no tap inside the plane."""
+    kernel, stride, padding, dilation = geo.pool_params(
+        pool.kernel_size, pool.stride, pool.padding, pool.dilation
+    )
+    out_hw = geo.pooled_hw(hw, kernel, stride, padding, dilation, pool.ceil_mode)
+    axes = []
+    for i in range(2):
+        starts = (o * stride[i] - padding[i] for o in range(out_hw[i]))
+        taps = ([s + t * dilation[i] for t in range(kernel[i])] for s in starts)
+        axes.append(torch.tensor([all(not 0 <= p < hw[i] for p in ts) for ts in taps]))
+    return axes[0].view(-1, 1) | axes[1].view(1, -1)
+
+
 def routed_grad(grad_out, indices, in_hw, dtype=None):
     """Gradient of the input: each window's gradient added at its index, in
     output row-major order (torch's order), skipping indices outside the plane."""

@@ -4,7 +4,6 @@ each against torch's results, with and without autograd."""
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch._prims_common import suggest_memory_format
 
 import poolx

@@ -93,3 +93,22 @@ def test_gradcheck_and_gradgradcheck(pool, device):
         manual = lambda g: poolx.max_pool2d_backward(g, argmax, x.shape, **pool.kwargs())  # noqa
         assert gradcheck(manual, (grad_out.requires_grad_(),)), f"manual backward of {pool}"
         assert gradgradcheck(manual, (grad_out,)), f"manual backward of {pool}"
+
+
+def test_grad_output_in_any_layout(device):
+    """Upstream gradients in another layout than the output, or expanded
+    (as y.sum() gives), still yield torch's gradient in torch's layout."""
+    for pool in SMALL_GRID:
+        for layout, x in layouts((2, 3, *pool.hw), requiring_grad(torch.float32, device)):
+            y = poolx.max_pool2d(x, **pool.kwargs())
+            g = upstream_grad(y)
+            g_cl = g.contiguous(memory_format=torch.channels_last) if g.dim() == 4 else g
+            for name, grad_out in (
+                ("channels_last", g_cl),
+                ("contiguous", g.contiguous()),
+                ("transposed", g.transpose(-1, -2).contiguous().transpose(-1, -2)),
+                ("expanded", torch.full((1,), -1.5, device=device).expand_as(y)),
+            ):
+                (grad,) = torch.autograd.grad(y, x, grad_out, retain_graph=True)
+                expected = torch_grad(x, pool, grad_out)
+                assert_identical(grad, expected, f"{pool} | {layout} | grad_output {name}")

@@ -16,20 +16,7 @@ import torch
 import poolx
 from poolx import _geometry as geo
 from inputs import GRID, Pool, random_values, upstream_grad
-from reference import assert_identical, routed_grad, torch_pool
-
-
-def empty_windows(pool, hw):
-    """Bool (out_h, out_w): True where the window has no tap inside the plane."""
-    kernel, stride, padding, dilation = geo.pool_params(
-        pool.kernel_size, pool.stride, pool.padding, pool.dilation
-    )
-    out_hw = geo.pooled_hw(hw, kernel, stride, padding, dilation, pool.ceil_mode)
-    axes = []
-    for i in range(2):
-        taps = lambda o: (o * stride[i] - padding[i] + t * dilation[i] for t in range(kernel[i]))  # noqa
-        axes.append(torch.tensor([all(not 0 <= p < hw[i] for p in taps(o)) for o in range(out_hw[i])]))
-    return axes[0].view(-1, 1) | axes[1].view(1, -1)
+from reference import assert_identical, empty_windows, routed_grad, torch_pool
 
 
 def brute_force_pools():
