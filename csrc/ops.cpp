@@ -32,9 +32,10 @@ Tensor empty_unpooled(const Tensor& batched, const Pool2dGeometry& g, at::Tensor
 void check_pool_dtype(const Tensor& t, const char* name, const char* op, bool allow_integral) {
   const bool ok = at::isFloatingType(t.scalar_type()) ||
                   (allow_integral && at::isIntegralType(t.scalar_type(), /*includeBool=*/false));
-  TORCH_CHECK(ok, op, ": ", name, " must be a floating point",
-              allow_integral ? " or integer" : "", " tensor, but got ", name, ".dtype=",
-              t.scalar_type());
+  // NotImplementedError, as torch's dtype dispatch raises.
+  TORCH_CHECK_NOT_IMPLEMENTED(ok, op, ": ", name, " must be a floating point",
+                              allow_integral ? " or integer" : "", " tensor, but got ", name,
+                              ".dtype=", t.scalar_type());
 }
 
 template <KernelsFn K>

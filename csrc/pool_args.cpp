@@ -2,6 +2,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdint>
+#include <limits>
+
 namespace poolx {
 namespace {
 
@@ -65,6 +68,10 @@ Pool2dGeometry plane_geometry(int64_t in_h, int64_t in_w, const PoolParams& p, c
                   g.dilation_w < kMaxExtent,
               op, ": kernel_size, stride and dilation must be below 2^31, but got kernel_size=",
               p.kernel_size, ", stride=", p.stride, ", dilation=", p.dilation);
+  // The widest argmax is int32; a larger window would wrap its tap positions.
+  TORCH_CHECK(g.kernel_h * g.kernel_w <= std::numeric_limits<int32_t>::max(), op,
+              ": windows of more than 2^31 - 1 elements are not supported, but got kernel_size=",
+              p.kernel_size);
   g.out_h = pool_output_size(in_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, p.ceil_mode);
   g.out_w = pool_output_size(in_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, p.ceil_mode);
   return g;

@@ -12,15 +12,27 @@ import torch
 UINT8_WINDOW = 256
 
 
+def _is_int(v):
+    return isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool)
+
+
+def _int64(v, name, op, value):
+    if isinstance(v, int) and not -(2**63) <= v < 2**63:
+        raise ValueError(f"{op}: {name} must fit in int64, but got {name}={value!r}")
+    return v
+
+
 def pair(value, name, op="max_pool2d"):
     """An int or a sequence of one or two ints, as a tuple of two ints."""
-    if isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool):
-        return (value, value)
-    if isinstance(value, Sequence) and not isinstance(value, str) and len(value) in (1, 2):
-        items = tuple(value)
-        if all(isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool) for v in items):
-            return items * 2 if len(items) == 1 else items
+    if _is_int(value):
+        return (_int64(value, name, op, value),) * 2
     if isinstance(value, Sequence) and not isinstance(value, str):
+        items = tuple(value)
+        if not all(_is_int(v) for v in items):
+            raise TypeError(f"{op}: {name} must be a tuple of ints, but got {name}={value!r}")
+        if len(items) in (1, 2):
+            items = tuple(_int64(v, name, op, value) for v in items)
+            return items * 2 if len(items) == 1 else items
         raise RuntimeError(
             f"{op}: {name} must either be a single int, or a tuple of two ints, but got "
             f"{name}={value!r}"
@@ -56,6 +68,17 @@ def check_params(kernel, stride, padding, dilation):
         raise RuntimeError(
             "pad should be smaller than or equal to half of kernel size, but got "
             f"padW = {pw}, padH = {ph}, kW = {kw}, kH = {kh}"
+        )
+    if max(kh, kw, sh, sw, dh, dw) >= 2**31:
+        raise RuntimeError(
+            "max_pool2d: kernel_size, stride and dilation must be below 2^31, but got "
+            f"kernel_size={list(kernel)}, stride={list(stride)}, dilation={list(dilation)}"
+        )
+    if kh * kw >= 2**31:
+        # The widest argmax is int32; a larger window would wrap its tap positions.
+        raise RuntimeError(
+            "max_pool2d: windows of more than 2^31 - 1 elements are not supported, but got "
+            f"kernel_size={list(kernel)}"
         )
 
 

@@ -1,0 +1,111 @@
+"""Reference results and exact comparisons for the poolx tests."""
+
+import contextlib
+
+import torch
+import torch.nn.functional as F
+
+from poolx import _geometry as geo
+
+
+def assert_identical(actual, expected, what, check_stride=True):
+    """Same dtype, shape, strides and bits (NaN where NaN, -0.0 where -0.0)."""
+    actual = actual.cpu()
+    torch.testing.assert_close(
+        actual,
+        expected,
+        rtol=0,
+        atol=0,
+        equal_nan=True,
+        check_stride=check_stride,
+        msg=lambda m: f"{what}\n{m}",
+    )
+    if actual.is_floating_point():
+        signs = actual.signbit() != expected.signbit()
+        assert not signs.any(), f"{what}\nsign bits differ at {signs.nonzero().tolist()[:5]}"
+
+
+@contextlib.contextmanager
+def single_threaded():
+    """Runs torch's reference kernels on one thread: on a busy machine their
+    tiny parallel regions otherwise wait milliseconds for a second core."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def torch_pool(x, pool, return_indices=False):
+    """torch's max_pool2d of x on CPU (the reference for every device).
+
+    torch's channels_last kernel rejects 8- and 16-bit integer inputs whose
+    C*H*W exceeds the dtype's maximum; for those it runs on int64 (same maxima).
+    """
+    x = x.detach().cpu()
+    with single_threaded():
+        try:
+            return F.max_pool2d(x, **pool.kwargs(), return_indices=return_indices)
+        except RuntimeError:
+            if x.dtype not in (torch.uint8, torch.int8, torch.int16):
+                raise
+        out = F.max_pool2d(x.long(), **pool.kwargs(), return_indices=return_indices)
+    return (out[0].to(x.dtype), out[1]) if return_indices else out.to(x.dtype)
+
+
+def decode_argmax(argmax, in_hw, pool):
+    """Flat input index h * W + w of each window's tap kh * kernel_w + kw."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geo.pool_params(
+        pool.kernel_size, pool.stride, pool.padding, pool.dilation
+    )
+    a = argmax.cpu().long()
+    oh = torch.arange(a.shape[-2]).view(-1, 1)
+    ow = torch.arange(a.shape[-1])
+    h = oh * sh - ph + (a // kw) * dh
+    w = ow * sw - pw + (a % kw) * dw
+    return h * in_hw[1] + w
+
+
+def empty_windows(pool, hw):
+    """Bool (out_h, out_w): True where the window has no tap inside the plane."""
+    kernel, stride, padding, dilation = geo.pool_params(
+        pool.kernel_size, pool.stride, pool.padding, pool.dilation
+    )
+    out_hw = geo.pooled_hw(hw, kernel, stride, padding, dilation, pool.ceil_mode)
+    axes = []
+    for i in range(2):
+        starts = (o * stride[i] - padding[i] for o in range(out_hw[i]))
+        taps = ([s + t * dilation[i] for t in range(kernel[i])] for s in starts)
+        axes.append(torch.tensor([all(not 0 <= p < hw[i] for p in ts) for ts in taps]))
+    return axes[0].view(-1, 1) | axes[1].view(1, -1)
+
+
+def routed_grad(grad_out, indices, in_hw, dtype=None):
+    """Gradient of the input: each window's gradient added at its index, in
+    output row-major order (torch's order), skipping indices outside the plane."""
+    dtype = grad_out.dtype if dtype is None else dtype
+    go = grad_out.detach().cpu().to(dtype).reshape(-1, indices.shape[-2] * indices.shape[-1])
+    idx = indices.cpu().reshape(go.shape)
+    plane = in_hw[0] * in_hw[1]
+    out = torch.zeros(go.shape[0], plane, dtype=dtype)
+    for p in range(go.shape[0]):
+        for o in range(go.shape[1]):
+            i = int(idx[p, o])
+            if 0 <= i < plane:
+                out[p, i] += go[p, o]
+    return out.reshape(*grad_out.shape[:-2], *in_hw)
+
+
+def torch_grad(x, pool, grad_out):
+    """torch's input gradient, in torch's layout; float16/bfloat16 sums are
+    computed in float32 and rounded once, as poolx accumulates them in float."""
+    with single_threaded():
+        xr = x.detach().cpu().requires_grad_()
+        (g,) = torch.autograd.grad(F.max_pool2d(xr, **pool.kwargs()), xr, grad_out.cpu())
+        if x.dtype in (torch.float16, torch.bfloat16):
+            xw = xr.detach().float().requires_grad_()
+            grad_w = grad_out.cpu().float()
+            (gw,) = torch.autograd.grad(F.max_pool2d(xw, **pool.kwargs()), xw, grad_w)
+            g = g.copy_(gw)
+    return g

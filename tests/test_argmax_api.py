@@ -1,0 +1,93 @@
+"""The argmax tools for custom training rules: max_pool2d_with_argmax,
+max_pool2d_backward, argmax_to_indices, argmax_to_mask (and the unpool ops),
+each against torch's results, with and without autograd."""
+
+import pytest
+import torch
+from torch._prims_common import suggest_memory_format
+
+import poolx
+from inputs import GRID, SMALL_GRID, Pool, layouts, random_values, upstream_grad
+from reference import assert_identical, decode_argmax, torch_pool
+
+ops = torch.ops.poolx
+
+
+def float_layouts(pool, device):
+    return layouts((2, 3, *pool.hw), lambda s: random_values(s, torch.float32, device))
+
+
+@pytest.mark.parametrize(
+    "kernel, dtype",
+    [((16, 16), torch.uint8), ((16, 17), torch.int32), ((17, 17), torch.int32)],
+)
+def test_argmax_dtype_is_the_smallest_that_holds_the_window(kernel, dtype, device):
+    x = random_values((2, 3, 20, 21), torch.float32, device)
+    values, argmax = poolx.max_pool2d_with_argmax(x, kernel, 2)
+    assert argmax.dtype == dtype and argmax.shape == values.shape
+
+
+def test_largest_int32_window_decodes_to_torch_indices(device):
+    """46340x46340 taps is just below 2^31; padding lets it fit a small input."""
+    pool = Pool("46340x46340 window", (3, 4), 46340, (1, 23169), 23170)
+    x = random_values((1, 2, *pool.hw), torch.float32, device)
+    values, indices = torch_pool(x, pool, return_indices=True)
+    got_values, argmax = poolx.max_pool2d_with_argmax(x, **pool.kwargs())
+    assert argmax.dtype == torch.int32
+    assert_identical(got_values, values, "values")
+    assert_identical(decode_argmax(argmax, x.shape[-2:], pool), indices, "decoded argmax")
+    got_indices = poolx.argmax_to_indices(argmax, x.shape, **pool.kwargs())
+    assert_identical(got_indices, indices, "indices")
+
+
+def test_manual_backward_equals_autograd(device):
+    for pool in GRID:
+        for layout, x in float_layouts(pool, device):
+            what = f"{pool} | {layout}"
+            leaf = x.detach().requires_grad_()
+            y = poolx.max_pool2d(leaf, **pool.kwargs())
+            grad_out = upstream_grad(y)
+            (expected,) = torch.autograd.grad(y, leaf, grad_out)
+            with torch.no_grad():
+                values, argmax = poolx.max_pool2d_with_argmax(x, **pool.kwargs())
+                for input_size in (x.shape, x.shape[-2:], tuple(x.shape[-2:])):
+                    grad = poolx.max_pool2d_backward(grad_out, argmax, input_size, **pool.kwargs())
+                    assert_identical(grad, expected, f"{what} | input_size={input_size}")
+            assert_identical(values, y.detach(), what)
+
+
+def test_argmax_to_indices_and_mask_match_torch_indices(device):
+    for pool in GRID:
+        for layout, x in float_layouts(pool, device):
+            what = f"{pool} | {layout}"
+            values, indices = torch_pool(x, pool, return_indices=True)
+            _, argmax = poolx.max_pool2d_with_argmax(x, **pool.kwargs())
+            for input_size in (x.shape, x.shape[-2:]):
+                got = poolx.argmax_to_indices(argmax, input_size, **pool.kwargs())
+                assert_identical(got, indices, f"indices of {what} | input_size={input_size}")
+
+            mask = poolx.argmax_to_mask(argmax, x.shape, **pool.kwargs())
+            flat_idx = indices.reshape(-1, values.shape[-2] * values.shape[-1])
+            plane = x.shape[-2] * x.shape[-1]
+            expected = torch.zeros(flat_idx.shape[0], plane, dtype=torch.bool)
+            expected.scatter_(1, flat_idx, True)
+            # in the layout torch gives the input's gradient
+            fmt = suggest_memory_format(x) if x.dim() == 4 else torch.contiguous_format
+            expected = expected.reshape(x.shape).contiguous(memory_format=fmt)
+            assert_identical(mask, expected, f"mask of {what}")
+
+
+def test_unpool_ops_match_torch_max_unpool2d(device):
+    for pool in SMALL_GRID:
+        for layout, x in float_layouts(pool, device):
+            what = f"{pool} | {layout}"
+            values, indices = torch_pool(x, pool, return_indices=True)
+            expected = torch.ops.aten.max_unpool2d(values, indices, x.shape[-2:])
+            _, argmax = poolx.max_pool2d_with_argmax(x, **pool.kwargs())
+            args = poolx._geometry.pool_params(pool.kernel_size, pool.stride, pool.padding,
+                                               pool.dilation)
+            by_argmax = ops.max_unpool2d_argmax(values.to(device), argmax, x.shape[-2:], *args,
+                                                pool.ceil_mode)
+            by_indices = ops.max_unpool2d(values.to(device), indices.to(device), x.shape[-2:])
+            assert_identical(by_argmax, expected, f"max_unpool2d_argmax of {what}")
+            assert_identical(by_indices, expected, f"max_unpool2d of {what}")

@@ -1,0 +1,55 @@
+"""poolx.max_pool2d writes no argmax when no gradient can be asked for
+(torch.no_grad, inference_mode, input not requiring grad), and the value-only
+op gives the same values as the fused one."""
+
+import contextlib
+
+import pytest
+import torch
+
+import poolx
+from inputs import SMALL_GRID, random_values
+from reference import assert_identical, torch_pool
+
+
+@pytest.fixture
+def op_calls(monkeypatch):
+    """Names of the torch.ops.poolx ops that poolx.max_pool2d calls."""
+    calls = []
+    for name in ("max_pool2d_values", "max_pool2d_argmax"):
+        op = getattr(torch.ops.poolx, name)
+        def spy(*args, _op=op, _name=name):
+            calls.append(_name)
+            return _op(*args)
+        monkeypatch.setattr(torch.ops.poolx, name, spy)
+    return calls
+
+
+CONTEXTS = {
+    "input not requiring grad": (False, contextlib.nullcontext, "max_pool2d_values"),
+    "torch.no_grad": (True, torch.no_grad, "max_pool2d_values"),
+    "torch.inference_mode": (True, torch.inference_mode, "max_pool2d_values"),
+    "input requiring grad": (True, contextlib.nullcontext, "max_pool2d_argmax"),
+}
+
+
+@pytest.mark.parametrize("context", CONTEXTS, ids=str)
+def test_value_only_op_when_no_grad_is_needed(context, op_calls, device):
+    requires_grad, make_context, expected_op = CONTEXTS[context]
+    for pool in SMALL_GRID:
+        x = random_values((2, 3, *pool.hw), torch.float32, device).requires_grad_(requires_grad)
+        op_calls.clear()
+        with make_context():
+            y = poolx.max_pool2d(x, **pool.kwargs())
+            module_y = poolx.MaxPool2d(**pool.kwargs())(x)
+        assert op_calls == [expected_op] * 2, f"{context} | {pool}"
+        assert_identical(y.detach(), torch_pool(x, pool), f"{context} | {pool}")
+        assert_identical(module_y.detach(), torch_pool(x, pool), f"module | {context} | {pool}")
+        assert y.requires_grad == (expected_op == "max_pool2d_argmax")
+
+
+def test_return_indices_always_uses_the_argmax(op_calls, device):
+    x = random_values((2, 3, 8, 8), torch.float32, device)
+    with torch.no_grad():
+        poolx.max_pool2d(x, 2, return_indices=True)
+    assert op_calls == ["max_pool2d_argmax"]
