@@ -56,6 +56,7 @@ def extension():
     )
     if with_cuda:
         nvcc = opt + [
+            "-lineinfo",
             "--expt-relaxed-constexpr",
             "-D__CUDA_NO_HALF_OPERATORS__",
             "-D__CUDA_NO_HALF_CONVERSIONS__",

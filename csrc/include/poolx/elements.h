@@ -59,7 +59,7 @@ struct InputPos {
 };
 
 POOLX_HD InputPos decode_argmax(int64_t argmax, const Pool2dGeometry& g, int64_t oh, int64_t ow) {
-  const int64_t kh = argmax / g.kernel_w;
+  const int64_t kh = div_nonneg(argmax, g.kernel_w);
   const int64_t kw = argmax - kh * g.kernel_w;
   return {oh * g.stride_h - g.pad_h + kh * g.dilation_h,
           ow * g.stride_w - g.pad_w + kw * g.dilation_w};

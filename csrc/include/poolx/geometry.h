@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "poolx/int_div.h"
 #include "poolx/macros.h"
 
 namespace poolx {
@@ -23,7 +24,9 @@ struct TapRange {
   int64_t begin, end;
 };
 
-POOLX_HD int64_t ceil_div_nonneg(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
+POOLX_HD int64_t ceil_div_nonneg(int64_t a, int64_t b) {
+  return a <= 0 ? 0 : div_nonneg(a + b - 1, b);
+}
 
 POOLX_HD TapRange window_taps(int64_t start, int64_t kernel, int64_t dilation, int64_t size) {
   const int64_t begin = ceil_div_nonneg(-start, dilation);
@@ -34,7 +37,7 @@ POOLX_HD TapRange window_taps(int64_t start, int64_t kernel, int64_t dilation, i
 // Outputs [begin, end) along one axis whose window can cover input position i.
 POOLX_HD TapRange windows_covering(int64_t i, int64_t kernel, int64_t stride, int64_t pad,
                                    int64_t dilation, int64_t out_size) {
-  const int64_t last = (i + pad) / stride + 1;
+  const int64_t last = div_nonneg(i + pad, stride) + 1;
   return {ceil_div_nonneg(i + pad - (kernel - 1) * dilation, stride),
           last < out_size ? last : out_size};
 }
@@ -42,8 +45,9 @@ POOLX_HD TapRange windows_covering(int64_t i, int64_t kernel, int64_t stride, in
 // Tap index of input position i inside window o along one axis, or -1 if the
 // window's taps skip over i (dilation).
 POOLX_HD int64_t tap_of(int64_t i, int64_t o, int64_t stride, int64_t pad, int64_t dilation) {
-  const int64_t offset = i + pad - o * stride;
-  return offset % dilation == 0 ? offset / dilation : -1;
+  const int64_t offset = i + pad - o * stride;  // >= 0 for the windows that cover i
+  const int64_t tap = div_nonneg(offset, dilation);
+  return tap * dilation == offset ? tap : -1;
 }
 
 // torch's pooling_output_shape: floor or ceil division, and in ceil mode the

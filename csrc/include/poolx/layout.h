@@ -19,6 +19,13 @@ struct Layout4d {
   }
   POOLX_HD int64_t numel() const { return n * c * h * w; }
 
+  // offset / size, with the remainder in *rem.
+  POOLX_HD static int64_t split(int64_t offset, int64_t size, int64_t* rem) {
+    const int64_t q = div_nonneg(offset, size);
+    *rem = offset - q * size;
+    return q;
+  }
+
   struct Coord {
     int64_t n, c, h, w;
   };
@@ -26,19 +33,13 @@ struct Layout4d {
   POOLX_HD Coord coord(int64_t offset) const {
     Coord p;
     if (channels_last) {
-      p.c = offset % c;
-      offset /= c;
-      p.w = offset % w;
-      offset /= w;
-      p.h = offset % h;
-      p.n = offset / h;
+      offset = split(offset, c, &p.c);
+      offset = split(offset, w, &p.w);
+      p.n = split(offset, h, &p.h);
     } else {
-      p.w = offset % w;
-      offset /= w;
-      p.h = offset % h;
-      offset /= h;
-      p.c = offset % c;
-      p.n = offset / c;
+      offset = split(offset, w, &p.w);
+      offset = split(offset, h, &p.h);
+      p.n = split(offset, c, &p.c);
     }
     return p;
   }

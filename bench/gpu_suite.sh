@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# One command on a GPU machine (NVIDIA GPU, PyTorch with CUDA, nvcc; no network
+# needed): builds poolx from this checkout, runs the whole test suite on CUDA,
+# runs the benchmark on CUDA, and writes log, JSON and plots into OUT_DIR.
+# Its last lines are the ratios against the GPU targets of issue 5.
+#
+#   bench/gpu_suite.sh OUT_DIR
+#
+# Every step has a time limit so that the whole run ends within ~9.5 minutes;
+# a step that fails or runs out of time is reported and the suite goes on.
+set -uo pipefail
+
+out_dir=${1:?usage: bench/gpu_suite.sh OUT_DIR}
+mkdir -p "$out_dir" && out_dir=$(cd "$out_dir" && pwd)
+cd "$(dirname "$0")/.."
+exec > >(tee "$out_dir/gpu_suite.log") 2>&1
+
+deadline=$((SECONDS + 570))
+status=()
+step() {  # step NAME CAP_SECONDS COMMAND...: runs COMMAND with min(CAP, time left)
+  local name=$1 cap=$2
+  shift 2
+  local left=$((deadline - SECONDS))
+  ((left < cap)) && cap=$left
+  if ((cap <= 0)); then
+    status+=("$name: skipped (out of time)")
+    return 1
+  fi
+  echo "== $(date +%T) $name (limit ${cap}s): $*"
+  timeout --kill-after=10 "$cap" "$@"
+  local rc=$?
+  case $rc in
+    0) status+=("$name: ok") ;;
+    124 | 137) status+=("$name: timed out after ${cap}s") ;;
+    *) status+=("$name: failed (exit $rc)") ;;
+  esac
+  return $rc
+}
+
+no_gpu() {
+  echo "gpu_suite: $*; this suite needs an NVIDIA GPU, PyTorch with CUDA and nvcc." >&2
+  exit 2
+}
+command -v nvidia-smi >/dev/null || no_gpu "nvidia-smi not found"
+timeout 30 nvidia-smi -L || no_gpu "nvidia-smi finds no GPU"
+timeout 120 python -c "
+import sys, torch
+if torch.version.cuda is None or not torch.cuda.is_available():
+    sys.exit(f'PyTorch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA GPU')
+print(f'PyTorch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name()}')
+" || no_gpu "PyTorch sees no CUDA GPU"
+nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
+[[ -x $nvcc ]] || nvcc=$(command -v nvcc) || no_gpu "nvcc not found (set CUDA_HOME)"
+"$nvcc" --version | tail -1
+
+# Build for this GPU only (fast); no downloads: the checkout is built in place.
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-$(python -c \
+  "import torch; print('%d.%d' % torch.cuda.get_device_capability())")}
+export MAX_JOBS=${MAX_JOBS:-$(nproc)} PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+unset POOLX_CPU_ONLY
+step build 240 python setup.py build_ext --inplace || {
+  printf '%s\n' "${status[@]}"
+  exit 1
+}
+step cuda-kernels-loaded 60 python -c "
+import torch, poolx
+v, a = poolx.max_pool2d_with_argmax(torch.randn(1, 1, 4, 4, device='cuda'), 2)
+print('poolx runs on', v.device)"
+
+step tests 210 python -m pytest -q -p no:cacheprovider tests \
+  --junitxml="$out_dir/tests.xml"
+
+# The DESIGN.md shapes in every layout, dtype and mode against eager torch;
+# torch.compile (one compilation per case) only where a target names it.
+step bench 150 python -m bench --device cuda --dtypes float32 bfloat16 float16 \
+  --peers eager avg_pool2d poolx --min-run-time 0.1 --no-progress \
+  --json "$out_dir/bench.json" --plot "$out_dir/bench.png"
+step bench-compile 150 python -m bench --device cuda --shapes seed vgg \
+  --dtypes float32 bfloat16 --modes forward+backward --peers eager compile poolx \
+  --min-run-time 0.1 --no-progress \
+  --json "$out_dir/bench_compile.json" --plot "$out_dir/bench_compile.png"
+
+echo "== $(date +%T) done in ${SECONDS}s; results in $out_dir"
+printf '%s\n' "${status[@]}"
+python bench/gpu_targets.py "$out_dir/bench.json" "$out_dir/bench_compile.json"

@@ -1,0 +1,178 @@
+// CUDA kernels of the ops built on the argmax (indices, mask, double
+// backward, unpool): one thread per element, each calling the shared element
+// function that the CPU kernels call.
+#include "cuda_common.cuh"
+#include "launchers.h"
+#include "poolx/elements.h"
+
+namespace poolx {
+namespace cuda_launch {
+namespace {
+
+template <typename argmax_t>
+struct IndexElem {
+  const argmax_t* argmax;
+  int64_t* indices;
+  Pool2dGeometry g;
+
+  __device__ void operator()(int64_t, int64_t, int64_t oh, int64_t ow, int64_t o) const {
+    indices[o] = argmax_to_index_elem(static_cast<int64_t>(argmax[o]), g, oh, ow);
+  }
+};
+
+template <typename scalar_t, typename argmax_t>
+struct GatherElem {
+  const scalar_t* src;
+  const argmax_t* argmax;
+  scalar_t* out;
+  Layout4d src_l;
+  Pool2dGeometry g;
+
+  __device__ void operator()(int64_t n, int64_t c, int64_t oh, int64_t ow, int64_t o) const {
+    out[o] = gather_by_argmax_elem(src + src_l.plane_offset(n, c), src_l.plane_strides(),
+                                   static_cast<int64_t>(argmax[o]), g, oh, ow);
+  }
+};
+
+template <typename argmax_t>
+struct MaskElem {
+  const argmax_t* argmax;
+  bool* mask;
+  Layout4d argmax_l;
+  Pool2dGeometry g;
+
+  __device__ void operator()(int64_t n, int64_t c, int64_t ih, int64_t iw, int64_t i) const {
+    mask[i] = argmax_mask_elem(argmax + argmax_l.plane_offset(n, c), argmax_l.plane_strides(),
+                               g, ih, iw);
+  }
+};
+
+template <typename scalar_t, typename argmax_t>
+struct UnpoolArgmaxElem {
+  const scalar_t* values;
+  const argmax_t* argmax;
+  scalar_t* out;
+  Layout4d values_l;
+  Pool2dGeometry g;
+
+  __device__ void operator()(int64_t n, int64_t c, int64_t ih, int64_t iw, int64_t i) const {
+    const int64_t plane = values_l.plane_offset(n, c);
+    out[i] = max_unpool2d_argmax_elem(values + plane, argmax + plane, values_l.plane_strides(), g,
+                                      ih, iw);
+  }
+};
+
+// Unpool by int64 indices, deterministically: torch's CPU kernel lets the
+// last input (in row-major order within a plane) win a target. Pass 1 keeps,
+// per target, 1 + the largest in-plane offset of an input that writes it
+// (atomicMax is order-independent; in-plane offsets grow with row-major
+// position in both layouts); pass 2 reads that input, or writes 0.
+using Key = unsigned long long;
+
+struct UnpoolClaimElem {
+  const int64_t* indices;
+  Key* winner;
+  Layout4d values_l, out_l;
+
+  __device__ void operator()(int64_t n, int64_t c, int64_t ih, int64_t iw, int64_t i) const {
+    const int64_t target = indices[i];
+    const PlaneStrides os = out_l.plane_strides(), vs = values_l.plane_strides();
+    const int64_t th = div_nonneg(target, out_l.w);
+    const int64_t o = out_l.plane_offset(n, c) + th * os.h + (target - th * out_l.w) * os.w;
+    atomicMax(winner + o, static_cast<Key>(ih * vs.h + iw * vs.w + 1));
+  }
+};
+
+template <typename scalar_t>
+struct UnpoolGatherElem {
+  const scalar_t* values;
+  const Key* winner;
+  scalar_t* out;
+  Layout4d values_l;
+
+  __device__ void operator()(int64_t n, int64_t c, int64_t, int64_t, int64_t o) const {
+    const Key key = winner[o];
+    out[o] = key == 0 ? scalar_t(0)
+                      : values[values_l.plane_offset(n, c) + static_cast<int64_t>(key - 1)];
+  }
+};
+
+}  // namespace
+
+template <typename argmax_t>
+cudaError_t argmax_to_indices(const argmax_t* argmax, int64_t* indices, const Layout4d& out_l,
+                              const Pool2dGeometry& g, cudaStream_t stream) {
+  return launch_for_each_element(out_l, IndexElem<argmax_t>{argmax, indices, g}, stream);
+}
+
+template <typename scalar_t, typename argmax_t>
+cudaError_t gather_by_argmax(const scalar_t* src, const argmax_t* argmax, scalar_t* out,
+                             const Layout4d& src_l, const Layout4d& out_l,
+                             const Pool2dGeometry& g, cudaStream_t stream) {
+  return launch_for_each_element(
+      out_l, GatherElem<scalar_t, argmax_t>{src, argmax, out, src_l, g}, stream);
+}
+
+template <typename argmax_t>
+cudaError_t argmax_to_mask(const argmax_t* argmax, bool* mask, const Layout4d& argmax_l,
+                           const Layout4d& mask_l, const Pool2dGeometry& g,
+                           cudaStream_t stream) {
+  return launch_for_each_element(mask_l, MaskElem<argmax_t>{argmax, mask, argmax_l, g}, stream);
+}
+
+template <typename scalar_t, typename argmax_t>
+cudaError_t max_unpool2d_argmax(const scalar_t* values, const argmax_t* argmax, scalar_t* out,
+                                const Layout4d& values_l, const Layout4d& out_l,
+                                const Pool2dGeometry& g, cudaStream_t stream) {
+  return launch_for_each_element(
+      out_l, UnpoolArgmaxElem<scalar_t, argmax_t>{values, argmax, out, values_l, g}, stream);
+}
+
+template <typename scalar_t>
+cudaError_t max_unpool2d_indices(const scalar_t* values, const int64_t* indices, scalar_t* out,
+                                 int64_t* scratch, const Layout4d& values_l,
+                                 const Layout4d& out_l, cudaStream_t stream) {
+  Key* winner = reinterpret_cast<Key*>(scratch);
+  cudaError_t err = cudaMemsetAsync(winner, 0, out_l.numel() * sizeof(Key), stream);
+  if (err == cudaSuccess) {
+    err = launch_for_each_element(values_l, UnpoolClaimElem{indices, winner, values_l, out_l},
+                                  stream);
+  }
+  if (err != cudaSuccess) return err;
+  return launch_for_each_element(
+      out_l, UnpoolGatherElem<scalar_t>{values, winner, out, values_l}, stream);
+}
+
+template cudaError_t argmax_to_indices<uint8_t>(const uint8_t*, int64_t*, const Layout4d&,
+                                                const Pool2dGeometry&, cudaStream_t);
+template cudaError_t argmax_to_indices<int32_t>(const int32_t*, int64_t*, const Layout4d&,
+                                                const Pool2dGeometry&, cudaStream_t);
+template cudaError_t argmax_to_mask<uint8_t>(const uint8_t*, bool*, const Layout4d&,
+                                             const Layout4d&, const Pool2dGeometry&,
+                                             cudaStream_t);
+template cudaError_t argmax_to_mask<int32_t>(const int32_t*, bool*, const Layout4d&,
+                                             const Layout4d&, const Pool2dGeometry&,
+                                             cudaStream_t);
+
+#define POOLX_INSTANTIATE_GATHER(T)                                                           \
+  template cudaError_t gather_by_argmax<T, uint8_t>(const T*, const uint8_t*, T*,             \
+                                                    const Layout4d&, const Layout4d&,         \
+                                                    const Pool2dGeometry&, cudaStream_t);     \
+  template cudaError_t gather_by_argmax<T, int32_t>(const T*, const int32_t*, T*,             \
+                                                    const Layout4d&, const Layout4d&,         \
+                                                    const Pool2dGeometry&, cudaStream_t);
+POOLX_CUDA_GRAD_TYPES(POOLX_INSTANTIATE_GATHER)
+
+#define POOLX_INSTANTIATE_UNPOOL(T)                                                           \
+  template cudaError_t max_unpool2d_argmax<T, uint8_t>(const T*, const uint8_t*, T*,          \
+                                                       const Layout4d&, const Layout4d&,      \
+                                                       const Pool2dGeometry&, cudaStream_t);  \
+  template cudaError_t max_unpool2d_argmax<T, int32_t>(const T*, const int32_t*, T*,          \
+                                                       const Layout4d&, const Layout4d&,      \
+                                                       const Pool2dGeometry&, cudaStream_t);  \
+  template cudaError_t max_unpool2d_indices<T>(const T*, const int64_t*, T*, int64_t*,        \
+                                               const Layout4d&, const Layout4d&, cudaStream_t);
+POOLX_CUDA_POOLED_TYPES(POOLX_INSTANTIATE_UNPOOL)
+
+}  // namespace cuda_launch
+}  // namespace poolx

@@ -1,0 +1,132 @@
+// Launch helpers shared by the poolx CUDA kernels: grid-stride loops, the
+// generic one-thread-per-element kernel, and vector loads/stores.
+#pragma once
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "poolx/layout.h"
+
+// X-macros over the element types a launcher is instantiated for.
+#define POOLX_CUDA_GRAD_TYPES(M) M(float) M(double) M(c10::Half) M(c10::BFloat16)
+#define POOLX_CUDA_POOLED_TYPES(M) \
+  POOLX_CUDA_GRAD_TYPES(M) M(uint8_t) M(int8_t) M(int16_t) M(int32_t) M(int64_t)
+
+namespace poolx {
+namespace cuda_launch {
+
+constexpr int kThreads = 256;
+// Naming a minimum number of resident blocks in __launch_bounds__ stops ptxas
+// from capping registers on its own (it then spills at 40-48 registers on
+// sm_100/sm_120); these kernels need at most ~70 registers anyway.
+constexpr int kMinBlocks = 1;
+
+__device__ __forceinline__ int64_t first_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_stride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+// Blocks for `work` items: one item per thread, capped at a few waves of
+// resident blocks (the grid-stride loops cover the rest).
+inline cudaError_t blocks_for(int64_t work, unsigned* blocks) {
+  int device = 0, sms = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess) return err;
+  const int64_t needed = (work + kThreads - 1) / kThreads;
+  *blocks = static_cast<unsigned>(std::min<int64_t>(needed, int64_t{sms} * 32));
+  return cudaSuccess;
+}
+
+// body(n, c, h, w, offset) for every element of `l`, one thread per element:
+// the CUDA counterpart of the CPU's parallel_for_each_element.
+template <typename Body>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) for_each_element_kernel(Layout4d l, Body body) {
+  const int64_t total = l.numel();
+  for (int64_t i = first_index(); i < total; i += grid_stride()) {
+    const Layout4d::Coord p = l.coord(i);
+    body(p.n, p.c, p.h, p.w, i);
+  }
+}
+
+// Launches `kernel` over `work` items (grid-stride) and returns the launch status.
+template <typename Kernel, typename... Args>
+cudaError_t launch(Kernel kernel, int64_t work, cudaStream_t stream, Args... args) {
+  unsigned blocks = 0;
+  const cudaError_t err = blocks_for(work, &blocks);
+  if (err != cudaSuccess || blocks == 0) return err;
+  kernel<<<blocks, kThreads, 0, stream>>>(args...);
+  return cudaGetLastError();
+}
+
+template <typename Body>
+cudaError_t launch_for_each_element(const Layout4d& l, const Body& body, cudaStream_t stream) {
+  return launch(for_each_element_kernel<Body>, l.numel(), stream, l, body);
+}
+
+// Vector memory access: N elements moved in chunks of at most 16 bytes, each
+// chunk one load/store instruction. Pointers must be aligned to chunk_bytes.
+template <int Bytes>
+struct RawVec;
+template <>
+struct RawVec<1> {
+  using type = uint8_t;
+};
+template <>
+struct RawVec<2> {
+  using type = uint16_t;
+};
+template <>
+struct RawVec<4> {
+  using type = uint32_t;
+};
+template <>
+struct RawVec<8> {
+  using type = uint2;
+};
+template <>
+struct RawVec<16> {
+  using type = uint4;
+};
+
+template <typename T, int N>
+constexpr int chunk_bytes() {
+  return N * sizeof(T) < 16 ? N * static_cast<int>(sizeof(T)) : 16;
+}
+
+inline bool aligned(const void* p, int bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+template <int N, typename T>
+__device__ __forceinline__ void load_vectors(const T* __restrict__ src, T* dst) {
+  constexpr int kChunk = chunk_bytes<T, N>() / sizeof(T);
+  using R = typename RawVec<chunk_bytes<T, N>()>::type;
+#pragma unroll
+  for (int i = 0; i < N; i += kChunk) {
+    const R raw = *reinterpret_cast<const R*>(src + i);
+    memcpy(dst + i, &raw, sizeof(R));
+  }
+}
+
+template <int N, typename T>
+__device__ __forceinline__ void store_vectors(T* __restrict__ dst, const T* src) {
+  constexpr int kChunk = chunk_bytes<T, N>() / sizeof(T);
+  using R = typename RawVec<chunk_bytes<T, N>()>::type;
+#pragma unroll
+  for (int i = 0; i < N; i += kChunk) {
+    R raw;
+    memcpy(&raw, src + i, sizeof(R));
+    *reinterpret_cast<R*>(dst + i) = raw;
+  }
+}
+
+}  // namespace cuda_launch
+}  // namespace poolx

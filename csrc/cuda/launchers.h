@@ -1,0 +1,59 @@
+// Host entry points of the poolx CUDA kernels: raw pointers to tensors that
+// are contiguous in their Layout4d, launched on `stream` on the current
+// device. Each returns the launch status (cudaGetLastError after the launch).
+// Defined and explicitly instantiated in the .cu files next to this header:
+// pooled types (forward, unpool) are float, double, c10::Half, c10::BFloat16,
+// uint8_t, int8_t, int16_t, int32_t, int64_t; gradient types the first four;
+// argmax types uint8_t and int32_t.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "poolx/geometry.h"
+#include "poolx/layout.h"
+
+namespace poolx {
+namespace cuda_launch {
+
+// argmax may be null: the value-only path.
+template <typename scalar_t, typename argmax_t>
+cudaError_t max_pool2d_forward(const scalar_t* input, scalar_t* values, argmax_t* argmax,
+                               const Layout4d& in_l, const Layout4d& out_l,
+                               const Pool2dGeometry& g, cudaStream_t stream);
+
+template <typename scalar_t, typename argmax_t>
+cudaError_t max_pool2d_backward(const scalar_t* grad_output, const argmax_t* argmax,
+                                scalar_t* grad_input, const Layout4d& out_l,
+                                const Layout4d& in_l, const Pool2dGeometry& g,
+                                cudaStream_t stream);
+
+template <typename argmax_t>
+cudaError_t argmax_to_indices(const argmax_t* argmax, int64_t* indices, const Layout4d& out_l,
+                              const Pool2dGeometry& g, cudaStream_t stream);
+
+template <typename scalar_t, typename argmax_t>
+cudaError_t gather_by_argmax(const scalar_t* src, const argmax_t* argmax, scalar_t* out,
+                             const Layout4d& src_l, const Layout4d& out_l,
+                             const Pool2dGeometry& g, cudaStream_t stream);
+
+template <typename argmax_t>
+cudaError_t argmax_to_mask(const argmax_t* argmax, bool* mask, const Layout4d& argmax_l,
+                           const Layout4d& mask_l, const Pool2dGeometry& g,
+                           cudaStream_t stream);
+
+template <typename scalar_t, typename argmax_t>
+cudaError_t max_unpool2d_argmax(const scalar_t* values, const argmax_t* argmax, scalar_t* out,
+                                const Layout4d& values_l, const Layout4d& out_l,
+                                const Pool2dGeometry& g, cudaStream_t stream);
+
+// `scratch` holds out_l.numel() 64-bit words (contents irrelevant): per
+// output position, 1 + the largest in-plane input position targeting it.
+template <typename scalar_t>
+cudaError_t max_unpool2d_indices(const scalar_t* values, const int64_t* indices, scalar_t* out,
+                                 int64_t* scratch, const Layout4d& values_l,
+                                 const Layout4d& out_l, cudaStream_t stream);
+
+}  // namespace cuda_launch
+}  // namespace poolx
