@@ -55,7 +55,13 @@ inline bool backward(const FastBackwardArgs& a) {
   }
   return dispatch_fast_types(a.dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    cl ? backward_channels_last<T>(a) : backward_nchw_tiled_w2<T>(a);
+    if (!cl) {
+      backward_nchw_tiled_w2<T>(a);
+    } else if (tiles_input(g)) {
+      backward_channels_last_tiled<T>(a);
+    } else {
+      backward_channels_last<T>(a);
+    }
   });
 }
 
