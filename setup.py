@@ -64,7 +64,7 @@ class BuildExtensionWithIsaKernels(BuildExtension.with_options(use_ninja=True)):
                 [f"csrc/cpu/isa/fast_paths_{isa}.cpp"],
                 output_dir=os.path.join(self.build_temp, f"isa_{isa}"),
                 include_dirs=ext.include_dirs,
-                extra_postargs=cxx + flags,
+                extra_postargs=cxx + flags + ["-Wno-unknown-pragmas"],  # ATen's vec headers
                 depends=ISA_DEPENDS,
             )
         ext.extra_objects = list(ext.extra_objects or []) + objects

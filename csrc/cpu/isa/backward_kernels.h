@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <array>
+#include <type_traits>
+#include <vector>
 
 
 #include "forward_kernels.h"
@@ -48,25 +50,30 @@ void backward_nchw_tiled_w2(const FastBackwardArgs& a) {
   });
 }
 
-// Any geometry, float32: zero one plane (cache-resident), then add each
+// Any geometry: zero one plane of float sums (cache-resident), add each
 // output's gradient at its selected tap in output order, the order in which
-// the per-element gather sums, so results agree bit for bit.
-inline void backward_nchw_scatter(const FastBackwardArgs& a) {
+// the per-element gather sums, so results agree bit for bit; 16-bit types sum
+// in a per-thread float plane and round once, as the element function does.
+template <typename T>
+void backward_nchw_scatter(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
-  const float* go = static_cast<const float*>(a.grad_output);
-  float* gi = static_cast<float*>(a.grad_input);
+  const T* go = static_cast<const T*>(a.grad_output);
+  T* gi = static_cast<T*>(a.grad_input);
   // tap -> (row, column) offset inside the window; no division per output
   std::array<int32_t, 256> tap_h, tap_w;
   for (int64_t t = 0; t < g.kernel_h * g.kernel_w; ++t) {
     tap_h[t] = static_cast<int32_t>((t / g.kernel_w) * g.dilation_h);
     tap_w[t] = static_cast<int32_t>((t % g.kernel_w) * g.dilation_w);
   }
+  const int64_t plane_size = g.in_h * g.in_w;
   const int64_t planes = a.in_l.n * a.in_l.c;
-  at::parallel_for(0, planes, grain_for(g.in_h * g.in_w), [&](int64_t b, int64_t e) {
+  at::parallel_for(0, planes, grain_for(plane_size), [&](int64_t b, int64_t e) {
+    std::vector<float> scratch(std::is_same_v<T, float> ? 0 : plane_size);
     for (int64_t p = b; p < e; ++p) {
-      float* gi_plane = gi + p * g.in_h * g.in_w;
-      fill_zero(gi_plane, g.in_h * g.in_w);
-      const float* go_row = go + p * g.out_h * g.out_w;
+      float* sums = std::is_same_v<T, float> ? reinterpret_cast<float*>(gi + p * plane_size)
+                                             : scratch.data();
+      fill_zero(sums, plane_size);
+      const T* go_row = go + p * g.out_h * g.out_w;
       const uint8_t* am_row = a.argmax + p * g.out_h * g.out_w;
       for (int64_t oh = 0; oh < g.out_h; ++oh, go_row += g.out_w, am_row += g.out_w) {
         const int64_t h0 = oh * g.stride_h - g.pad_h;
@@ -74,8 +81,14 @@ inline void backward_nchw_scatter(const FastBackwardArgs& a) {
           const int64_t ih = h0 + tap_h[am_row[ow]];
           const int64_t iw = ow * g.stride_w - g.pad_w + tap_w[am_row[ow]];
           if (ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w) {
-            gi_plane[ih * g.in_w + iw] += go_row[ow];
+            sums[ih * g.in_w + iw] += static_cast<float>(go_row[ow]);
           }
+        }
+      }
+      if constexpr (!std::is_same_v<T, float>) {
+        for (int64_t i = 0; i < plane_size; i += kLanes) {
+          const int64_t n = std::min(kLanes, plane_size - i);
+          store_float(gi + p * plane_size + i, load_float(sums + i, n), n);
         }
       }
     }

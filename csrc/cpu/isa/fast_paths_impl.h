@@ -47,16 +47,10 @@ inline bool backward(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const bool cl = a.in_l.channels_last;
   const bool tiled_w2 = tiles_input(g) && g.kernel_w == 2;
-  if (!cl && !tiled_w2) {
-    // the scatter accumulates in the output type, exact only for float32
-    if (a.dtype != c10::ScalarType::Float) return false;
-    backward_nchw_scatter(a);
-    return true;
-  }
   return dispatch_fast_types(a.dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (!cl) {
-      backward_nchw_tiled_w2<T>(a);
+      tiled_w2 ? backward_nchw_tiled_w2<T>(a) : backward_nchw_scatter<T>(a);
     } else if (tiles_input(g)) {
       backward_channels_last_tiled<T>(a);
     } else {

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
+#include <utility>
 
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
