@@ -7,6 +7,7 @@ builds without optimization and with debug info.
 
 import glob
 import os
+import platform
 import sys
 
 from setuptools import setup
@@ -39,6 +40,37 @@ def want_cuda():
     return True, f"CUDA {torch.version.cuda} from {CUDA_HOME}"
 
 
+# The vectorized fast paths (csrc/cpu/isa/fast_paths_<isa>.cpp) are compiled
+# once per instruction set with ATen's flags for it; the library picks one at
+# run time, so the build runs on any CPU of its architecture.
+ISA_FLAGS = {"default": ["-DCPU_CAPABILITY=DEFAULT", "-DCPU_CAPABILITY_DEFAULT"]}
+if platform.machine().lower() in ("x86_64", "amd64"):
+    ISA_FLAGS["avx2"] = ["-mavx2", "-mfma", "-mf16c", "-DCPU_CAPABILITY=AVX2",
+                         "-DCPU_CAPABILITY_AVX2"]
+    ISA_FLAGS["avx512"] = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma",
+                           "-mf16c", "-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512"]
+ISA_DEPENDS = ["csrc/cpu/fast_paths.h"] + sorted(glob.glob(os.path.join("csrc", "cpu", "isa", "*.h")))
+
+
+class BuildExtensionWithIsaKernels(BuildExtension.with_options(use_ninja=True)):
+    """Compiles each ISA's fast paths with its own flags, then the extension."""
+
+    def build_extension(self, ext):
+        args = ext.extra_compile_args
+        cxx = list(args["cxx"] if isinstance(args, dict) else args)
+        objects = []
+        for isa, flags in ISA_FLAGS.items():
+            objects += self.compiler.compile(
+                [f"csrc/cpu/isa/fast_paths_{isa}.cpp"],
+                output_dir=os.path.join(self.build_temp, f"isa_{isa}"),
+                include_dirs=ext.include_dirs,
+                extra_postargs=cxx + flags + ["-Wno-unknown-pragmas"],  # ATen's vec headers
+                depends=ISA_DEPENDS,
+            )
+        ext.extra_objects = list(ext.extra_objects or []) + objects
+        super().build_extension(ext)
+
+
 def sources(pattern):
     return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
 
@@ -47,11 +79,13 @@ def extension():
     debug = env_flag("DEBUG")
     with_cuda, why = want_cuda()
     opt = ["-O0", "-g"] if debug else ["-O3"]
-    cxx = list(opt)
+    # -fopenmp: without it at::parallel_for in the extension runs on one thread
+    cxx = opt + ["-fopenmp"]
     common = sources("csrc/*.cpp") + sources("csrc/cpu/*.cpp")
     kwargs = dict(
         name="poolx._C",
         include_dirs=[os.path.join(ROOT, "csrc", "include")],
+        extra_link_args=["-fopenmp"],
         py_limited_api=False,
     )
     if with_cuda:
@@ -82,7 +116,7 @@ setup(
     description="Fused max pooling for PyTorch: values and a 1-byte argmax in one pass",
     packages=["poolx"],
     ext_modules=[extension()],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    cmdclass={"build_ext": BuildExtensionWithIsaKernels},
     python_requires=">=3.9",
     install_requires=[],
 )

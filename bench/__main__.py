@@ -1,0 +1,162 @@
+"""python -m bench: poolx against torch.nn.functional and the copy-bandwidth floor.
+
+Examples:
+  python -m bench --quick                      # a few small cases, well under a minute
+  python -m bench                              # every CPU case (about 15 minutes on 2 cores)
+  python -m bench --shapes seed vgg --dtypes float32 --modes forward+backward
+  python -m bench --device cuda --json gpu.json --plot gpu.png
+"""
+
+import argparse
+import gc
+import itertools
+import os
+import sys
+
+ALL_SHAPES = ["seed", "mnist", "vgg", "resnet-stem", "unet"]
+LAYOUT_NAMES = ["nchw", "channels_last"]
+DTYPE_NAMES = ["float32", "bfloat16", "float16"]
+MODE_NAMES = ["inference", "forward", "backward", "forward+backward"]
+PEER_NAMES = ["eager", "compile", "avg_pool2d", "poolx"]
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--shapes", nargs="+", default=ALL_SHAPES, metavar="SHAPE",
+                   help="seed, mnist, vgg (all four blocks) or vgg-64@224, vgg-128@112, "
+                        "vgg-256@56, vgg-512@28, resnet-stem, unet (default: all)")
+    p.add_argument("--layouts", nargs="+", choices=LAYOUT_NAMES, default=LAYOUT_NAMES)
+    p.add_argument("--dtypes", nargs="+", choices=DTYPE_NAMES, default=None,
+                   help="default: float32 bfloat16 (+ float16 on cuda)")
+    p.add_argument("--modes", nargs="+", choices=MODE_NAMES, default=MODE_NAMES)
+    p.add_argument("--peers", nargs="+", choices=PEER_NAMES, default=None,
+                   help="default: all; with --quick all but compile, whose compile time "
+                        "would dominate (poolx is always measured)")
+    p.add_argument("--quick", action="store_true",
+                   help="small cases: mnist and resnet-stem (batch 2), float32 and bfloat16, "
+                        "every layout and mode, in well under a minute")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--min-run-time", type=float, default=None,
+                   help="seconds per measurement (default 0.3, 0.05 with --quick)")
+    p.add_argument("--copy-mb", type=int, default=None,
+                   help="size of the copy that measures bandwidth (default 512, 64 with --quick)")
+    p.add_argument("--thp", action="store_true",
+                   help="THP_MEM_ALLOC_ENABLE=1: torch's allocator asks for huge pages, so "
+                        "fresh outputs cost fewer page faults (all peers alike)")
+    p.add_argument("--json", default="bench/results/{device}.json", metavar="PATH")
+    p.add_argument("--plot", default="bench/results/{device}.png", metavar="PATH")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    args = p.parse_args(argv)
+    args.min_run_time = args.min_run_time or (0.05 if args.quick else 0.3)
+    args.copy_mb = args.copy_mb or (64 if args.quick else 512)
+    if args.peers is None:
+        args.peers = [p for p in PEER_NAMES if not (args.quick and p == "compile")]
+    if "poolx" not in args.peers:
+        args.peers = [*args.peers, "poolx"]
+    return args
+
+
+def measure(run, threads, min_run_time):
+    from torch.utils import benchmark
+
+    timer = benchmark.Timer("run()", globals=dict(run=run), num_threads=threads)
+    return timer.blocked_autorange(min_run_time=min_run_time).median
+
+
+def run_cases(args, cases, copy_gbps):
+    import torch
+    from tqdm import tqdm
+
+    from bench.cases import DTYPES, LAYOUTS
+    from bench.floor import minimal_bytes
+    from bench.peers import CaseTensors, make_runner
+    from bench.saved_bytes import saved_bytes_per_output
+
+    import poolx
+    import torch.nn.functional as F
+
+    threads = torch.get_num_threads()
+    records = []
+    bar = tqdm(total=len(cases) * len(args.peers), disable=args.no_progress, unit="run")
+    group_key = lambda c: (c.shape, c.layout, c.dtype)  # noqa: E731
+    for (shape, layout, dtype), group in itertools.groupby(cases, key=group_key):
+        t = CaseTensors(shape, LAYOUTS[layout], DTYPES[dtype], args.device)
+        n_out = t.grad_out.numel()
+        saved = {
+            "eager": saved_bytes_per_output(lambda x: F.max_pool2d(x, **t.args), t.x, n_out),
+            "avg_pool2d": saved_bytes_per_output(lambda x: F.avg_pool2d(x, **t.args), t.x, n_out),
+            "poolx": saved_bytes_per_output(lambda x: poolx.max_pool2d(x, **t.args), t.x, n_out),
+        }
+        for case in group:
+            bar.set_description(case.key)
+            times = {}
+            for peer in args.peers:
+                run = make_runner(peer, case.mode, t, shape)
+                run()  # warm-up; compiles the compile peer outside the timing
+                run()
+                times[peer] = measure(run, threads, args.min_run_time)
+                bar.update()
+            nbytes = minimal_bytes(case)
+            gbps = {p: nbytes / s / 1e9 for p, s in times.items()}
+            records.append({
+                "key": case.key, "shape": shape.name, "layout": layout, "dtype": dtype,
+                "mode": case.mode, "size": [shape.n, shape.c, shape.h, shape.w],
+                "kernel": shape.kernel, "stride": shape.stride, "padding": shape.padding,
+                "minimal_bytes": nbytes, "median_s": times, "gbps": gbps,
+                "fraction_of_copy": {p: g / copy_gbps for p, g in gbps.items()},
+                "speedup": {p: s / times["poolx"] for p, s in times.items() if p != "poolx"},
+                "saved_bytes_per_output": saved,
+            })
+        t.release()
+        gc.collect()
+    bar.close()
+    return records
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.thp:
+        os.environ["THP_MEM_ALLOC_ENABLE"] = "1"  # read at torch's first allocation
+    import torch
+
+    from bench import report
+    from bench.cases import QUICK, default_dtypes, select_cases
+    from bench.floor import copy_bandwidth
+    from bench.machine import machine_info
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device is available")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    shapes, dtypes = args.shapes, args.dtypes or default_dtypes(args.device)
+    if args.quick:
+        shapes = QUICK["shapes"] if args.shapes == ALL_SHAPES else shapes
+        dtypes = args.dtypes or QUICK["dtypes"]
+    cases = select_cases(shapes, args.layouts, dtypes, args.modes, quick=args.quick)
+    copy_gbps = copy_bandwidth(args.device, args.copy_mb << 20, max(0.5, args.min_run_time))
+    results = {
+        "command": "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": machine_info(args.device),
+        "copy_gbps": copy_gbps,
+        "copy_bytes": 2 * (args.copy_mb << 20),
+        "settings": {"min_run_time_s": args.min_run_time, "quick": args.quick,
+                     "peers": args.peers, "statistic": "median of blocked_autorange"},
+        "cases": run_cases(args, cases, copy_gbps),
+    }
+    print(f"copy bandwidth: {copy_gbps:.1f} GB/s (read + written); "
+          f"{results['machine']['cpu_model']}, {results['machine']['threads']} threads")
+    print(report.table(results))
+    for path, write in ((args.json, report.write_json), (args.plot, report.plot)):
+        if path:
+            path = path.format(device=args.device)
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            write(results, path)
+            print(f"wrote {path}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""The implementations compared, as one zero-argument callable per (case, peer).
+
+Modes: inference (values only, no autograd), forward (values and the argmax or
+indices that backward needs), backward (from saved state), forward+backward
+(autograd, as training runs it).
+"""
+
+import functools
+
+import torch
+import torch.nn.functional as F
+
+import poolx
+
+PEERS = ["eager", "compile", "avg_pool2d", "poolx"]
+aten = torch.ops.aten
+
+
+def _raise_compile_limits():
+    # one compiled graph per shape/layout/dtype/mode; without this dynamo would
+    # silently fall back to eager after 8 of them
+    cfg = torch._dynamo.config
+    for name in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit",
+                 "accumulated_recompile_limit"):
+        if hasattr(cfg, name):
+            setattr(cfg, name, 4096)
+
+
+def _compiled(fn):
+    _raise_compile_limits()
+    return torch.compile(fn, dynamic=False)
+
+
+class CaseTensors:
+    """Tensors of one (shape, layout, dtype), shared by its modes and peers."""
+
+    def __init__(self, shape, layout, dtype, device, seed=0):
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        x = torch.randn(shape.n, shape.c, shape.h, shape.w, generator=gen, dtype=dtype)
+        self.x = x.to(device=device, memory_format=layout)
+        self.args = shape.pool_args
+        self.grad_out = torch.randn(
+            shape.n, shape.c, *shape.out_hw, generator=gen, dtype=dtype
+        ).to(device=device, memory_format=layout)
+        with torch.no_grad():
+            self.indices = F.max_pool2d(self.x, **self.args, return_indices=True)[1]
+            self.argmax = poolx.max_pool2d_with_argmax(self.x, **self.args)[1]
+        self.x_grad = self.x.detach().clone().requires_grad_(True)
+
+    def release(self):
+        self.__dict__.clear()
+
+
+def _no_grad(fn):
+    @functools.wraps(fn)
+    def run(*a):
+        with torch.no_grad():
+            return fn(*a)
+
+    return run
+
+
+def _fwd_bwd(pool, t):
+    def run():
+        t.x_grad.grad = None
+        pool(t.x_grad).backward(t.grad_out)
+
+    return run
+
+
+def make_runner(peer, mode, t, shape):
+    """A callable that runs `peer` in `mode` on the tensors `t`."""
+    a = t.args
+    hw = [shape.h, shape.w]
+    k, s, p = [shape.kernel] * 2, [shape.stride] * 2, [shape.padding] * 2
+    if peer == "poolx":
+        values = functools.partial(poolx.max_pool2d, **a)
+        with_argmax = functools.partial(poolx.max_pool2d_with_argmax, **a)
+        backward = functools.partial(poolx.max_pool2d_backward, input_size=hw, **a)
+        table = {
+            "inference": lambda: _no_grad(values)(t.x),
+            "forward": lambda: with_argmax(t.x),
+            "backward": lambda: backward(t.grad_out, t.argmax),
+            "forward+backward": _fwd_bwd(values, t),
+        }
+        return table[mode]
+    if peer == "avg_pool2d":
+        avg = functools.partial(F.avg_pool2d, **a)
+        table = {
+            "inference": lambda: _no_grad(avg)(t.x),
+            "forward": lambda: _no_grad(avg)(t.x),
+            "backward": lambda: aten.avg_pool2d_backward(t.grad_out, t.x, k, s, p, False, True,
+                                                        None),
+            "forward+backward": _fwd_bwd(avg, t),
+        }
+        return table[mode]
+
+    def with_indices(x):
+        return F.max_pool2d(x, **a, return_indices=True)
+
+    def values(x):
+        return F.max_pool2d(x, **a)
+
+    def backward(g, x, idx):
+        return aten.max_pool2d_with_indices_backward(g, x, k, s, p, [1, 1], False, idx)
+
+    wrap = _compiled if peer == "compile" else (lambda f: f)
+    if mode == "inference":
+        f = wrap(values)
+        return lambda: _no_grad(f)(t.x)
+    if mode == "forward":
+        f = wrap(with_indices)
+        return lambda: _no_grad(f)(t.x)
+    if mode == "backward":
+        f = wrap(backward)
+        return lambda: f(t.grad_out, t.x, t.indices)
+    return _fwd_bwd(wrap(values), t)

@@ -1,0 +1,47 @@
+// Picks the fast paths of the widest instruction set that both this CPU and
+// this PyTorch allow (torch's own choice, so ATEN_CPU_CAPABILITY=avx2 or
+// =default also steers poolx), and adapts tensors to their plain arguments.
+#include "fast_paths.h"
+
+#include <ATen/Version.h>
+
+#include "../tensor_layout.h"
+
+namespace poolx {
+
+const FastPaths& cpu_fast_paths() {
+  static const FastPaths& chosen = []() -> const FastPaths& {
+#if defined(__x86_64__) || defined(_M_X64)
+    const std::string cap = at::get_cpu_capability();  // "DEFAULT", "AVX2", "AVX512"
+    if (cap == "AVX512") return isa_avx512::fast_paths();
+    if (cap == "AVX2") return isa_avx2::fast_paths();
+#endif
+    return isa_default::fast_paths();
+  }();
+  return chosen;
+}
+
+bool fast_forward(const at::Tensor& input, const at::Tensor& values, const at::Tensor& argmax,
+                  const Pool2dGeometry& g) {
+  if (argmax.defined() && argmax.scalar_type() != at::kByte) return false;
+  const FastForwardArgs args{input.scalar_type(),
+                             layout_of(input),
+                             layout_of(values),
+                             input.const_data_ptr(),
+                             values.mutable_data_ptr(),
+                             argmax.defined() ? argmax.mutable_data_ptr<uint8_t>() : nullptr,
+                             g};
+  return cpu_fast_paths().forward(args);
+}
+
+bool fast_backward(const at::Tensor& grad_output, const at::Tensor& argmax,
+                   const at::Tensor& grad_input, const Pool2dGeometry& g) {
+  if (argmax.scalar_type() != at::kByte) return false;
+  const FastBackwardArgs args{grad_output.scalar_type(),    layout_of(grad_output),
+                              layout_of(grad_input),         grad_output.const_data_ptr(),
+                              argmax.const_data_ptr<uint8_t>(), grad_input.mutable_data_ptr(),
+                              g};
+  return cpu_fast_paths().backward(args);
+}
+
+}  // namespace poolx

@@ -1,0 +1,61 @@
+// Vectorized CPU kernels for the common cases, compiled once per instruction
+// set (csrc/cpu/isa/*.cpp) and picked at run time. Arguments are plain
+// pointers and sizes so that no ATen tensor code is compiled with ISA flags.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include "poolx/geometry.h"
+#include "poolx/layout.h"
+
+namespace poolx {
+
+struct FastForwardArgs {
+  c10::ScalarType dtype;
+  Layout4d in_l, out_l;
+  const void* input;
+  void* values;
+  uint8_t* argmax;  // null: values only
+  Pool2dGeometry g;
+};
+
+struct FastBackwardArgs {
+  c10::ScalarType dtype;
+  Layout4d out_l, in_l;
+  const void* grad_output;
+  const uint8_t* argmax;
+  void* grad_input;
+  Pool2dGeometry g;
+};
+
+// Each returns false, having written nothing, when it does not cover the
+// problem; the caller then runs the per-element kernels.
+struct FastPaths {
+  const char* isa;
+  bool (*forward)(const FastForwardArgs&);
+  bool (*backward)(const FastBackwardArgs&);
+};
+
+namespace isa_default { const FastPaths& fast_paths(); }
+namespace isa_avx2 { const FastPaths& fast_paths(); }
+namespace isa_avx512 { const FastPaths& fast_paths(); }
+
+// The widest instruction set this CPU (and this build) supports.
+const FastPaths& cpu_fast_paths();
+
+}  // namespace poolx
+
+namespace at {
+class Tensor;
+}
+
+namespace poolx {
+
+// The kernels' arguments (see csrc/kernels.h) through the fast paths; false
+// where they do not apply.
+bool fast_forward(const at::Tensor& input, const at::Tensor& values, const at::Tensor& argmax,
+                  const Pool2dGeometry& g);
+bool fast_backward(const at::Tensor& grad_output, const at::Tensor& argmax,
+                   const at::Tensor& grad_input, const Pool2dGeometry& g);
+
+}  // namespace poolx

@@ -1,0 +1,183 @@
+// Vectorized backward: NCHW tiled with kernel_w == 2 (even/odd interleave),
+// NCHW float32 by a per-plane scatter, channels_last along C (any geometry).
+#pragma once
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <array>
+#include <type_traits>
+#include <vector>
+
+
+#include "forward_kernels.h"
+
+namespace poolx {
+namespace POOLX_ISA_NAMESPACE {
+
+template <typename T>
+inline void fill_zero(T* p, int64_t n) {
+  std::fill(p, p + n, T(0));
+}
+
+// Tiled, kernel_w == 2: every input row is written once, from one output row
+// (or zeros where floor mode dropped it).
+template <typename T>
+void backward_nchw_tiled_w2(const FastBackwardArgs& a) {
+  const Pool2dGeometry& g = a.g;
+  const T* go = static_cast<const T*>(a.grad_output);
+  T* gi = static_cast<T*>(a.grad_input);
+  const int64_t rows = a.in_l.n * a.in_l.c * g.in_h;
+  at::parallel_for(0, rows, grain_for(g.in_w), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t plane = r / g.in_h, ih = r % g.in_h;
+      const int64_t oh = ih / g.kernel_h, kh = ih % g.kernel_h;
+      T* gi_row = gi + r * g.in_w;
+      if (oh >= g.out_h) {
+        fill_zero(gi_row, g.in_w);
+        continue;
+      }
+      const int64_t o_row = (plane * g.out_h + oh) * g.out_w;
+      for (int64_t ow0 = 0; ow0 < g.out_w; ow0 += kLanes) {
+        const int64_t n = std::min(kLanes, g.out_w - ow0);
+        const Vec grad = load_float(go + o_row + ow0, n);
+        const Vec argmax = load_argmax(a.argmax + o_row + ow0, n);
+        store_even_odd(gi_row + 2 * ow0, select_grad(grad, argmax, kh * 2),
+                       select_grad(grad, argmax, kh * 2 + 1), 2 * n);
+      }
+      fill_zero(gi_row + 2 * g.out_w, g.in_w - 2 * g.out_w);
+    }
+  });
+}
+
+// Any geometry: zero one plane of float sums (cache-resident), add each
+// output's gradient at its selected tap in output order, the order in which
+// the per-element gather sums, so results agree bit for bit; 16-bit types sum
+// in a per-thread float plane and round once, as the element function does.
+template <typename T>
+void backward_nchw_scatter(const FastBackwardArgs& a) {
+  const Pool2dGeometry& g = a.g;
+  const T* go = static_cast<const T*>(a.grad_output);
+  T* gi = static_cast<T*>(a.grad_input);
+  // tap -> (row, column) offset inside the window; no division per output
+  std::array<int32_t, 256> tap_h, tap_w;
+  for (int64_t t = 0; t < g.kernel_h * g.kernel_w; ++t) {
+    tap_h[t] = static_cast<int32_t>((t / g.kernel_w) * g.dilation_h);
+    tap_w[t] = static_cast<int32_t>((t % g.kernel_w) * g.dilation_w);
+  }
+  const int64_t plane_size = g.in_h * g.in_w;
+  const int64_t planes = a.in_l.n * a.in_l.c;
+  at::parallel_for(0, planes, grain_for(plane_size), [&](int64_t b, int64_t e) {
+    std::vector<float> scratch(std::is_same_v<T, float> ? 0 : plane_size);
+    for (int64_t p = b; p < e; ++p) {
+      float* sums = std::is_same_v<T, float> ? reinterpret_cast<float*>(gi + p * plane_size)
+                                             : scratch.data();
+      fill_zero(sums, plane_size);
+      const T* go_row = go + p * g.out_h * g.out_w;
+      const uint8_t* am_row = a.argmax + p * g.out_h * g.out_w;
+      for (int64_t oh = 0; oh < g.out_h; ++oh, go_row += g.out_w, am_row += g.out_w) {
+        const int64_t h0 = oh * g.stride_h - g.pad_h;
+        for (int64_t ow = 0; ow < g.out_w; ++ow) {
+          const int64_t ih = h0 + tap_h[am_row[ow]];
+          const int64_t iw = ow * g.stride_w - g.pad_w + tap_w[am_row[ow]];
+          if (ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w) {
+            sums[ih * g.in_w + iw] += static_cast<float>(go_row[ow]);
+          }
+        }
+      }
+      if constexpr (!std::is_same_v<T, float>) {
+        for (int64_t i = 0; i < plane_size; i += kLanes) {
+          const int64_t n = std::min(kLanes, plane_size - i);
+          store_float(gi + p * plane_size + i, load_float(sums + i, n), n);
+        }
+      }
+    }
+  });
+}
+
+// channels_last, tiled: each output pixel's gradient and argmax are loaded
+// once and routed to the kernel_w input pixels of its window in this row.
+template <typename T>
+void backward_channels_last_tiled(const FastBackwardArgs& a) {
+  const Pool2dGeometry& g = a.g;
+  const int64_t C = a.in_l.c;
+  const T* go = static_cast<const T*>(a.grad_output);
+  T* gi = static_cast<T*>(a.grad_input);
+  const int64_t rows = a.in_l.n * g.in_h;
+  at::parallel_for(0, rows, grain_for(g.in_w * C), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t n_img = r / g.in_h, ih = r % g.in_h;
+      const int64_t oh = ih / g.kernel_h, kh = ih % g.kernel_h;
+      T* gi_row = gi + r * g.in_w * C;
+      const int64_t covered = oh < g.out_h ? g.out_w * g.kernel_w : 0;
+      for (int64_t ow = 0; oh < g.out_h && ow < g.out_w; ++ow) {
+        const int64_t o = ((n_img * g.out_h + oh) * g.out_w + ow) * C;
+        T* window = gi_row + ow * g.kernel_w * C;
+        for (int64_t c0 = 0; c0 < C; c0 += kLanes) {
+          const int64_t n = std::min(kLanes, C - c0);
+          const Vec grad = load_float(go + o + c0, n);
+          const Vec argmax = load_argmax(a.argmax + o + c0, n);
+          for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+            store_float(window + kw * C + c0, select_grad(grad, argmax, kh * g.kernel_w + kw), n);
+          }
+        }
+      }
+      fill_zero(gi_row + covered * C, (g.in_w - covered) * C);
+    }
+  });
+}
+
+// channels_last, any geometry: each input pixel gathers, kLanes channels at
+// a time, from the windows covering it in output order (listed once per
+// pixel, so the channel loop does no index arithmetic).
+template <typename T>
+void backward_channels_last(const FastBackwardArgs& a) {
+  const Pool2dGeometry& g = a.g;
+  const int64_t C = a.in_l.c;
+  const T* go = static_cast<const T*>(a.grad_output);
+  T* gi = static_cast<T*>(a.grad_input);
+  const int64_t rows = a.in_l.n * g.in_h;
+  at::parallel_for(0, rows, grain_for(g.in_w * C), [&](int64_t b, int64_t e) {
+    // kernel_h * kernel_w <= 256 with a uint8 argmax, so no list overflows
+    std::array<int64_t, 256> row_offset, row_tap, offset, tap;
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t n_img = r / g.in_h, ih = r % g.in_h;
+      const TapRange ohs =
+          windows_covering(ih, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, g.out_h);
+      int64_t n_rows = 0;
+      for (int64_t oh = ohs.begin; oh < ohs.end; ++oh) {
+        const int64_t kh = tap_of(ih, oh, g.stride_h, g.pad_h, g.dilation_h);
+        if (kh < 0) continue;
+        row_offset[n_rows] = (n_img * g.out_h + oh) * g.out_w * C;
+        row_tap[n_rows++] = kh * g.kernel_w;
+      }
+      for (int64_t iw = 0; iw < g.in_w; ++iw) {
+        const TapRange ows =
+            windows_covering(iw, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, g.out_w);
+        int64_t n_windows = 0;
+        for (int64_t i = 0; i < n_rows; ++i) {
+          for (int64_t ow = ows.begin; ow < ows.end; ++ow) {
+            const int64_t kw = tap_of(iw, ow, g.stride_w, g.pad_w, g.dilation_w);
+            if (kw < 0) continue;
+            offset[n_windows] = row_offset[i] + ow * C;
+            tap[n_windows++] = row_tap[i] + kw;
+          }
+        }
+        T* gi_px = gi + (r * g.in_w + iw) * C;
+        for (int64_t c0 = 0; c0 < C; c0 += kLanes) {
+          const int64_t n = std::min(kLanes, C - c0);
+          Vec sum(0.f);
+          for (int64_t k = 0; k < n_windows; ++k) {
+            const int64_t o = offset[k] + c0;
+            // sum + 0 == sum here: a sum that starts at +0 is never -0
+            sum = sum + select_grad(load_float(go + o, n), load_argmax(a.argmax + o, n), tap[k]);
+          }
+          store_float(gi_px + c0, sum, n);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace POOLX_ISA_NAMESPACE
+}  // namespace poolx

@@ -1,0 +1,68 @@
+// The fast paths of one instruction set: included once per ISA by
+// csrc/cpu/isa/fast_paths_<isa>.cpp, each compiled with that ISA's flags and
+// its own POOLX_ISA_NAMESPACE, so that the builds never share a symbol.
+#pragma once
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include "backward_kernels.h"
+#include "forward_kernels.h"
+
+namespace poolx {
+namespace POOLX_ISA_NAMESPACE {
+
+// f(T*) for the element types with fast paths; false for the others.
+template <typename F>
+bool dispatch_fast_types(c10::ScalarType dtype, F&& f) {
+  switch (dtype) {
+    case c10::ScalarType::Float: f(static_cast<float*>(nullptr)); return true;
+    case c10::ScalarType::BFloat16: f(static_cast<c10::BFloat16*>(nullptr)); return true;
+    case c10::ScalarType::Half: f(static_cast<c10::Half*>(nullptr)); return true;
+    default: return false;
+  }
+}
+
+// Windows that fit the input exactly: no padding cut and no partial window
+// from ceil mode, so every input element lies in at most one window.
+inline bool tiles_input(const Pool2dGeometry& g) {
+  return is_tiled(g) && g.out_h * g.kernel_h <= g.in_h && g.out_w * g.kernel_w <= g.in_w;
+}
+
+inline bool forward(const FastForwardArgs& a) {
+  const Pool2dGeometry& g = a.g;
+  const bool cl = a.in_l.channels_last;
+  if (!cl && !((g.stride_w == 1 || g.stride_w == 2) && g.dilation_w == 1)) return false;
+  return dispatch_fast_types(a.dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    if (cl) {
+      a.argmax ? forward_channels_last<T, true>(a) : forward_channels_last<T, false>(a);
+    } else {
+      a.argmax ? forward_nchw<T, true>(a) : forward_nchw<T, false>(a);
+    }
+  });
+}
+
+inline bool backward(const FastBackwardArgs& a) {
+  const Pool2dGeometry& g = a.g;
+  const bool cl = a.in_l.channels_last;
+  const bool tiled_w2 = tiles_input(g) && g.kernel_w == 2;
+  return dispatch_fast_types(a.dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    if (!cl) {
+      tiled_w2 ? backward_nchw_tiled_w2<T>(a) : backward_nchw_scatter<T>(a);
+    } else if (tiles_input(g)) {
+      backward_channels_last_tiled<T>(a);
+    } else {
+      backward_channels_last<T>(a);
+    }
+  });
+}
+
+const FastPaths& fast_paths() {
+  static const FastPaths paths{POOLX_ISA_NAME, forward, backward};
+  return paths;
+}
+
+}  // namespace POOLX_ISA_NAMESPACE
+}  // namespace poolx

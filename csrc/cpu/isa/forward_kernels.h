@@ -1,0 +1,127 @@
+// Vectorized forward: NCHW along the output row (stride 1 or 2, even/odd
+// de-interleave for stride 2), channels_last along C (any geometry).
+#pragma once
+
+#include <ATen/Parallel.h>
+
+#include "../fast_paths.h"
+#include "poolx/elements.h"
+#include "vec_io.h"
+
+namespace poolx {
+namespace POOLX_ISA_NAMESPACE {
+
+// Rows per parallel task, so that a task moves some tens of KB.
+inline int64_t grain_for(int64_t elems_per_row) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, elems_per_row));
+}
+
+// Outputs [first, last) of an axis whose windows lie wholly inside the input.
+inline TapRange interior_outputs(int64_t in, int64_t out, int64_t kernel, int64_t stride,
+                                 int64_t pad, int64_t dilation) {
+  const int64_t span = in + pad - (kernel - 1) * dilation - 1;  // last window start + pad
+  const int64_t first = std::min(out, ceil_div_nonneg(pad, stride));
+  const int64_t last = span < 0 ? 0 : std::min(out, span / stride + 1);
+  return {first, std::max(first, last)};
+}
+
+template <typename T>
+inline void forward_elem_nchw(const T* plane, const Pool2dGeometry& g, int64_t oh, int64_t ow,
+                              T* out, uint8_t* argmax) {
+  const auto best = max_pool2d_forward_elem(plane, PlaneStrides{g.in_w, 1}, g, oh, ow);
+  *out = static_cast<T>(best.value);
+  if (argmax != nullptr) *argmax = static_cast<uint8_t>(best.argmax);
+}
+
+// NCHW, stride_w in {1, 2}, dilation_w == 1: one output row per step,
+// kLanes outputs per vector; windows cut by the row's ends run per element.
+template <typename T, bool kArgmax>
+void forward_nchw(const FastForwardArgs& a) {
+  const Pool2dGeometry& g = a.g;
+  const T* in = static_cast<const T*>(a.input);
+  T* out = static_cast<T*>(a.values);
+  const TapRange inner =
+      interior_outputs(g.in_w, g.out_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w);
+  const int64_t rows = a.out_l.n * a.out_l.c * g.out_h;
+  at::parallel_for(0, rows, grain_for(g.out_w * g.kernel_h * g.stride_w), [&](int64_t b,
+                                                                              int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t oh = r % g.out_h;
+      const T* plane = in + (r / g.out_h) * g.in_h * g.in_w;
+      T* out_row = out + r * g.out_w;
+      uint8_t* am_row = kArgmax ? a.argmax + r * g.out_w : nullptr;
+      for (int64_t ow = 0; ow < inner.begin; ++ow) {
+        forward_elem_nchw(plane, g, oh, ow, out_row + ow, kArgmax ? am_row + ow : nullptr);
+      }
+      for (int64_t ow = inner.end; ow < g.out_w; ++ow) {
+        forward_elem_nchw(plane, g, oh, ow, out_row + ow, kArgmax ? am_row + ow : nullptr);
+      }
+      const int64_t h0 = oh * g.stride_h - g.pad_h;
+      const TapRange taps_h = window_taps(h0, g.kernel_h, g.dilation_h, g.in_h);
+      for (int64_t ow0 = inner.begin; ow0 < inner.end; ow0 += kLanes) {
+        const int64_t n = std::min(kLanes, inner.end - ow0);
+        RunningMax<kArgmax> best(taps_h.begin * g.kernel_w);
+        for (int64_t kh = taps_h.begin; kh < taps_h.end; ++kh) {
+          const T* row = plane + (h0 + kh * g.dilation_h) * g.in_w;
+          const int64_t start = ow0 * g.stride_w - g.pad_w;
+          if (g.stride_w == 1) {
+            for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+              best.update(load_float(row + start + kw, n), kh * g.kernel_w + kw);
+            }
+          } else {
+            // taps kw and kw + 1 are the even and odd elements of one load
+            for (int64_t kw = 0; kw < g.kernel_w; kw += 2) {
+              const int64_t avail = std::min(2 * kLanes, g.in_w - (start + kw));
+              const auto [even, odd] = load_even_odd(row + start + kw, avail);
+              best.update(even, kh * g.kernel_w + kw);
+              if (kw + 1 < g.kernel_w) best.update(odd, kh * g.kernel_w + kw + 1);
+            }
+          }
+        }
+        store_float(out_row + ow0, best.value, n);
+        if constexpr (kArgmax) store_argmax(am_row + ow0, best.argmax, n);
+      }
+    }
+  });
+}
+
+// channels_last, any geometry: one output pixel per step, kLanes channels
+// per vector.
+template <typename T, bool kArgmax>
+void forward_channels_last(const FastForwardArgs& a) {
+  const Pool2dGeometry& g = a.g;
+  const int64_t C = a.in_l.c;
+  const T* in = static_cast<const T*>(a.input);
+  T* out = static_cast<T*>(a.values);
+  const int64_t rows = a.out_l.n * g.out_h;
+  at::parallel_for(0, rows, grain_for(g.out_w * C * g.kernel_h * g.kernel_w), [&](int64_t b,
+                                                                                  int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t oh = r % g.out_h;
+      const T* image = in + (r / g.out_h) * g.in_h * g.in_w * C;
+      const int64_t h0 = oh * g.stride_h - g.pad_h;
+      const TapRange taps_h = window_taps(h0, g.kernel_h, g.dilation_h, g.in_h);
+      for (int64_t ow = 0; ow < g.out_w; ++ow) {
+        const int64_t w0 = ow * g.stride_w - g.pad_w;
+        const TapRange taps_w = window_taps(w0, g.kernel_w, g.dilation_w, g.in_w);
+        const int64_t o = (r * g.out_w + ow) * C;
+        for (int64_t c0 = 0; c0 < C; c0 += kLanes) {
+          const int64_t n = std::min(kLanes, C - c0);
+          RunningMax<kArgmax> best(taps_h.begin * g.kernel_w + taps_w.begin);
+          for (int64_t kh = taps_h.begin; kh < taps_h.end; ++kh) {
+            const T* row = image + (h0 + kh * g.dilation_h) * g.in_w * C + c0;
+            for (int64_t kw = taps_w.begin; kw < taps_w.end; ++kw) {
+              best.update(load_float(row + (w0 + kw * g.dilation_w) * C, n),
+                          kh * g.kernel_w + kw);
+            }
+          }
+          store_float(out + o + c0, best.value, n);
+          if constexpr (kArgmax) store_argmax(a.argmax + o + c0, best.argmax, n);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace POOLX_ISA_NAMESPACE
+}  // namespace poolx

@@ -1,0 +1,84 @@
+// Loads and stores of float, bfloat16 and half through float vectors, and of
+// the uint8 argmax through the same lanes; `n` limits the lanes touched.
+#pragma once
+
+#include <ATen/cpu/vec/vec.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+namespace poolx {
+namespace POOLX_ISA_NAMESPACE {
+
+using Vec = at::vec::Vectorized<float>;
+constexpr int64_t kLanes = Vec::size();
+
+template <typename T>
+inline Vec load_float(const T* p, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    return n >= kLanes ? Vec::loadu(p) : Vec::loadu(p, n);
+  } else {
+    return at::vec::convert<float>(at::vec::Vectorized<T>::loadu(p, std::min(n, kLanes)));
+  }
+}
+
+template <typename T>
+inline void store_float(T* p, const Vec& v, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    v.store(p, std::min(n, kLanes));
+  } else {
+    at::vec::convert<T>(v).store(p, std::min(n, kLanes));
+  }
+}
+
+// 2 * kLanes consecutive elements (fewer if n says so) split into the even
+// and the odd ones.
+template <typename T>
+inline std::pair<Vec, Vec> load_even_odd(const T* p, int64_t n) {
+  const Vec lo = load_float(p, std::min(n, kLanes));
+  const Vec hi = n > kLanes ? load_float(p + kLanes, n - kLanes) : Vec(0.f);
+  return at::vec::deinterleave2(lo, hi);
+}
+
+// Inverse of load_even_odd: stores even[i], odd[i] alternately.
+template <typename T>
+inline void store_even_odd(T* p, const Vec& even, const Vec& odd, int64_t n) {
+  const auto [lo, hi] = at::vec::interleave2(even, odd);
+  store_float(p, lo, std::min(n, kLanes));
+  if (n > kLanes) store_float(p + kLanes, hi, n - kLanes);
+}
+
+// Argmax lanes are kept as small exact floats so they share the value masks.
+inline Vec load_argmax(const uint8_t* p, int64_t n) {
+  return at::vec::convert<float>(at::vec::Vectorized<uint8_t>::loadu(p, std::min(n, kLanes)));
+}
+
+inline void store_argmax(uint8_t* p, const Vec& argmax, int64_t n) {
+  at::vec::convert<uint8_t>(argmax).store(p, std::min(n, kLanes));
+}
+
+// The running max of a window and the tap that holds it, lane by lane, with
+// PyTorch's rule: a candidate wins if greater or NaN.
+template <bool kArgmax>
+struct RunningMax {
+  Vec value, argmax;
+  explicit RunningMax(int64_t first_tap)
+      : value(-std::numeric_limits<float>::infinity()), argmax(static_cast<float>(first_tap)) {}
+  inline void update(const Vec& v, int64_t tap) {
+    const Vec wins = (v > value) | v.isnan();
+    value = Vec::blendv(value, v, wins);
+    if constexpr (kArgmax) argmax = Vec::blendv(argmax, Vec(static_cast<float>(tap)), wins);
+  }
+};
+
+// grad where the argmax lanes equal `tap`, +0 elsewhere; 0 + g as torch sums
+// (so a -0 gradient arrives as +0).
+inline Vec select_grad(const Vec& grad, const Vec& argmax, int64_t tap) {
+  return Vec(0.f) + (grad & (argmax == Vec(static_cast<float>(tap))));
+}
+
+}  // namespace POOLX_ISA_NAMESPACE
+}  // namespace poolx

@@ -1,0 +1,62 @@
+"""The benchmark runs and writes complete, well-formed results (never a timing check)."""
+
+import json
+import math
+
+from bench import cases as bench_cases
+from bench.__main__ import main
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def run_bench(tmp_path, *args):
+    json_path, png_path = tmp_path / "out.json", tmp_path / "out.png"
+    main(["--quick", "--no-progress", "--json", str(json_path), "--plot", str(png_path), *args])
+    with open(json_path) as f:
+        results = json.load(f)
+    return results, png_path
+
+
+def positive(x):
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def check_case(r, peers):
+    assert set(r["median_s"]) == set(peers)
+    assert set(r["speedup"]) == set(peers) - {"poolx"}
+    for table in ("median_s", "gbps", "fraction_of_copy"):
+        assert set(r[table]) == set(peers)
+        assert all(positive(v) for v in r[table].values()), (r["key"], table, r[table])
+    assert all(positive(v) for v in r["speedup"].values())
+    assert positive(r["minimal_bytes"])
+    saved = r["saved_bytes_per_output"]
+    # poolx keeps its 1-byte argmax; torch keeps the input and int64 indices
+    assert saved["poolx"] == 1.0
+    assert saved["eager"] > 8
+
+
+def test_quick_run_covers_every_case(tmp_path):
+    results, png = run_bench(tmp_path)
+    peers = ["eager", "avg_pool2d", "poolx"]
+    expected = {
+        f"{s}/{layout}/{dtype}/{mode}"
+        for s in bench_cases.QUICK["shapes"]
+        for layout in ("nchw", "channels_last")
+        for dtype in bench_cases.QUICK["dtypes"]
+        for mode in bench_cases.MODES
+    }
+    assert {r["key"] for r in results["cases"]} == expected
+    for r in results["cases"]:
+        check_case(r, peers)
+    assert positive(results["copy_gbps"])
+    machine = results["machine"]
+    for key in ("cpu_model", "threads", "torch", "poolx_commit", "cpu_capability"):
+        assert machine[key], key
+    assert png.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_compile_peer(tmp_path):
+    results, _ = run_bench(tmp_path, "--shapes", "mnist", "--layouts", "nchw", "--dtypes",
+                           "float32", "--modes", "forward+backward", "--peers", "compile")
+    (r,) = results["cases"]
+    check_case(r, ["compile", "poolx"])
