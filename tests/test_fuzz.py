@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import poolx
 
 _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
-settings.register_profile("ci", derandomize=True, max_examples=150, **_common)
+settings.register_profile("ci", derandomize=True, max_examples=300, **_common)
 settings.register_profile("fuzz", max_examples=5000, **_common)
 fuzz_settings = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
