@@ -59,7 +59,8 @@ def test_more_than_2_31_elements_forward_and_backward():
 KERNEL, STRIDE = (2**30, 1), (2**30, 2**30)
 POOL = (list(KERNEL), list(STRIDE), [0, 0], [1, 1], False)
 OPS = {
-    "max_pool2d_backward": lambda g, am, size: torch.ops.poolx.max_pool2d_backward(g, am, size, *POOL),
+    "max_pool2d_backward": lambda g, am, size: torch.ops.poolx.max_pool2d_backward(
+        g, am, size, *POOL),
     "argmax_to_mask": lambda g, am, size: torch.ops.poolx.argmax_to_mask(am, size, *POOL),
     "argmax_to_indices": lambda g, am, size: torch.ops.poolx.argmax_to_indices(am, size, *POOL),
     "max_unpool2d_argmax": lambda g, am, size: torch.ops.poolx.max_unpool2d_argmax(

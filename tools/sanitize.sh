@@ -12,6 +12,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 work="${POOLX_SANITIZE_DIR:-$(mktemp -d -t poolx-sanitize.XXXXXX)}"
 mkdir -p "$work"
+[ -n "${POOLX_SANITIZE_DIR:-}" ] || trap 'rm -rf "$work"' EXIT
 reports="$work/reports"
 rm -rf "$reports" && mkdir -p "$reports"
 
