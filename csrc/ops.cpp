@@ -160,25 +160,32 @@ Tensor argmax_to_mask(const Tensor& argmax, IntArrayRef input_hw, IntArrayRef ke
 template <KernelsFn K>
 Tensor max_unpool2d(const Tensor& input, const Tensor& indices, IntArrayRef output_size) {
   const char* op = "max_unpool2d";
-  check_pool_dtype(input, "input", op, /*allow_integral=*/true);
+  // torch's checks in torch's order, so that a call torch rejects fails with the same type.
   TORCH_CHECK(indices.scalar_type() == at::kLong, op,
               ": elements in indices should be type int64 but got: ", indices.scalar_type());
+  TORCH_CHECK(output_size.size() == 2, op,
+              ": output_size must have exactly two elements (H, W), but got output_size=",
+              output_size);
   TORCH_CHECK(input.dim() == 3 || input.dim() == 4, op,
               ": Expected 3d or 4d tensor for input, but got input of shape ", input.sizes());
   TORCH_CHECK(input.sizes() == indices.sizes(), op,
               ": Expected shape of indices to be same as that of the input tensor (",
               input.sizes(), ") but got indices tensor with shape: ", indices.sizes());
-  TORCH_CHECK(input.device() == indices.device(), op,
-              ": indices must be on the device of input (", input.device(),
-              "), but got indices.device=", indices.device());
-  TORCH_CHECK(output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0, op,
-              ": output_size must be two positive sizes (H, W), but got output_size=",
-              output_size);
-  for (int64_t d = input.dim() - 3; d < input.dim(); ++d) {
+  for (int64_t d = 1; d < input.dim(); ++d) {
     TORCH_CHECK(input.size(d) > 0, op,
                 ": Expected input to have non-zero size for non-batch dimensions, but got ",
                 input.sizes());
   }
+  // An empty output plane is allowed, as in torch; the index check below then
+  // rejects any index (torch skips that check and drops the values).
+  TORCH_CHECK(output_size[0] >= 0 && output_size[1] >= 0, op,
+              ": output_size must be non-negative, but got output_size=", output_size);
+  check_pool_dtype(input, "input", op, /*allow_integral=*/true);
+  TORCH_CHECK(input.device() == indices.device(), op,
+              ": indices must be on the device of input (", input.device(),
+              "), but got indices.device=", indices.device());
+  check_numel_fits(input.sizes().slice(0, input.dim() - 2), output_size[0], output_size[1],
+                   "output_size", op);
   const int64_t plane = output_size[0] * output_size[1];
   if (indices.numel() > 0) {
     const auto [lo, hi] = at::aminmax(indices);

@@ -1,6 +1,7 @@
 #include "pool_args.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/safe_numerics.h>
 
 #include <cstdint>
 #include <limits>
@@ -72,6 +73,10 @@ Pool2dGeometry plane_geometry(int64_t in_h, int64_t in_w, const PoolParams& p, c
   TORCH_CHECK(g.kernel_h * g.kernel_w <= std::numeric_limits<int32_t>::max(), op,
               ": windows of more than 2^31 - 1 elements are not supported, but got kernel_size=",
               p.kernel_size);
+  // Keeps in + 2 * pad, and the output size arithmetic, far from int64 overflow.
+  constexpr int64_t kMaxSize = int64_t(1) << 62;
+  TORCH_CHECK(in_h <= kMaxSize && in_w <= kMaxSize, op,
+              ": the input's height and width must be at most 2^62, but got ", in_h, "x", in_w);
   g.out_h = pool_output_size(in_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, p.ceil_mode);
   g.out_w = pool_output_size(in_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, p.ceil_mode);
   return g;
@@ -98,10 +103,20 @@ Pool2dGeometry output_geometry(const at::Tensor& output, at::IntArrayRef input_h
   TORCH_CHECK(input_hw[0] > 0 && input_hw[1] > 0, op,
               ": input_size must be positive, but got ", input_hw);
   const Pool2dGeometry g = plane_geometry(input_hw[0], input_hw[1], p, op);
+  check_numel_fits(output.sizes().slice(0, output.dim() - 2), g.in_h, g.in_w, "input_size", op);
   TORCH_CHECK(output.size(-2) == g.out_h && output.size(-1) == g.out_w, op,
               ": pooling an input of size ", input_hw, " gives an output of size (", g.out_h,
               ", ", g.out_w, "), but the given tensor has size ", output.sizes());
   return g;
+}
+
+void check_numel_fits(at::IntArrayRef leading, int64_t h, int64_t w, const char* name,
+                      const char* op) {
+  int64_t numel = 0;
+  bool overflows = c10::mul_overflows(h, w, &numel);
+  for (const int64_t s : leading) overflows = c10::mul_overflows(numel, s, &numel) || overflows;
+  TORCH_CHECK(!overflows, op, ": ", name, "=[", h, ", ", w, "] is too large: a tensor of shape ",
+              leading, " + [", h, ", ", w, "] would have more than 2^63 - 1 elements");
 }
 
 at::ScalarType argmax_dtype(const Pool2dGeometry& g) {

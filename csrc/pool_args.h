@@ -22,6 +22,11 @@ Pool2dGeometry forward_geometry(const at::Tensor& input, const PoolParams& p, co
 Pool2dGeometry output_geometry(const at::Tensor& output, at::IntArrayRef input_hw,
                                const PoolParams& p, const char* op);
 
+// Checks that a tensor of shape leading + [h, w] has fewer than 2^63 elements;
+// `name` names the argument that gave h and w.
+void check_numel_fits(at::IntArrayRef leading, int64_t h, int64_t w, const char* name,
+                      const char* op);
+
 // Argmax element type: uint8 for windows of up to 256 taps, int32 beyond.
 at::ScalarType argmax_dtype(const Pool2dGeometry& g);
 

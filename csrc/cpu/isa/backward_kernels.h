@@ -88,7 +88,7 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
       if constexpr (!std::is_same_v<T, float>) {
         for (int64_t i = 0; i < plane_size; i += kLanes) {
           const int64_t n = std::min(kLanes, plane_size - i);
-          store_float(gi + p * plane_size + i, load_float(sums + i, n), n);
+          store_float_per_element_nan(gi + p * plane_size + i, load_float(sums + i, n), n);
         }
       }
     }

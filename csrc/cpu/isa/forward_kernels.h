@@ -78,7 +78,7 @@ void forward_nchw(const FastForwardArgs& a) {
             }
           }
         }
-        store_float(out_row + ow0, best.value, n);
+        store_float_per_element_nan(out_row + ow0, best.value, n);
         if constexpr (kArgmax) store_argmax(am_row + ow0, best.argmax, n);
       }
     }
@@ -94,6 +94,9 @@ void forward_channels_last(const FastForwardArgs& a) {
   const T* in = static_cast<const T*>(a.input);
   T* out = static_cast<T*>(a.values);
   const int64_t rows = a.out_l.n * g.out_h;
+  // torch's channels_last kernel narrows whole at::vec vectors of T and then
+  // the remaining channels one at a time; NaN bits differ between the two.
+  const int64_t torch_vector_channels = C - C % at::vec::Vectorized<T>::size();
   at::parallel_for(0, rows, grain_for(g.out_w * C * g.kernel_h * g.kernel_w), [&](int64_t b,
                                                                                   int64_t e) {
     for (int64_t r = b; r < e; ++r) {
@@ -115,7 +118,11 @@ void forward_channels_last(const FastForwardArgs& a) {
                           kh * g.kernel_w + kw);
             }
           }
-          store_float(out + o + c0, best.value, n);
+          if (c0 < torch_vector_channels) {
+            store_float(out + o + c0, best.value, n);
+          } else {
+            store_float_per_element_nan(out + o + c0, best.value, n);
+          }
           if constexpr (kArgmax) store_argmax(a.argmax + o + c0, best.argmax, n);
         }
       }

@@ -34,6 +34,24 @@ inline void store_float(T* p, const Vec& v, int64_t n) {
   }
 }
 
+// torch's NCHW kernels narrow one element at a time, and c10's scalar
+// bfloat16 conversion turns any NaN into 0x7FC0, where at::vec's gives
+// 0xFFFF (which torch's channels_last kernels produce). NCHW stores use this.
+template <typename T>
+inline void store_float_per_element_nan(T* p, const Vec& v, int64_t n) {
+  store_float(p, v, n);
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    constexpr int kNoLaneNan = (1 << kLanes) - 1;
+    if (v.isnan().zero_mask() != kNoLaneNan) {
+      float lanes[kLanes];
+      v.store(lanes);
+      for (int64_t i = 0; i < std::min(n, kLanes); ++i) {
+        if (lanes[i] != lanes[i]) p[i] = c10::BFloat16(lanes[i]);
+      }
+    }
+  }
+}
+
 // 2 * kLanes consecutive elements (fewer if n says so) split into the even
 // and the odd ones.
 template <typename T>
@@ -43,12 +61,12 @@ inline std::pair<Vec, Vec> load_even_odd(const T* p, int64_t n) {
   return at::vec::deinterleave2(lo, hi);
 }
 
-// Inverse of load_even_odd: stores even[i], odd[i] alternately.
+// Inverse of load_even_odd: stores even[i], odd[i] alternately (NCHW rows).
 template <typename T>
 inline void store_even_odd(T* p, const Vec& even, const Vec& odd, int64_t n) {
   const auto [lo, hi] = at::vec::interleave2(even, odd);
-  store_float(p, lo, std::min(n, kLanes));
-  if (n > kLanes) store_float(p + kLanes, hi, n - kLanes);
+  store_float_per_element_nan(p, lo, std::min(n, kLanes));
+  if (n > kLanes) store_float_per_element_nan(p + kLanes, hi, n - kLanes);
 }
 
 // Argmax lanes are kept as small exact floats so they share the value masks.
