@@ -1,4 +1,5 @@
-// CPU kernels: parallel loops over the shared element functions.
+// CPU kernels: the fast paths where they apply, else parallel loops over the
+// element functors that the CUDA kernels run too (poolx/element_ops.h).
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
@@ -6,7 +7,7 @@
 #include "../tensor_layout.h"
 #include "fast_paths.h"
 #include "parallel_elements.h"
-#include "poolx/elements.h"
+#include "poolx/element_ops.h"
 
 namespace poolx {
 namespace {
@@ -29,13 +30,7 @@ void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
       const scalar_t* in = input.const_data_ptr<scalar_t>();
       scalar_t* out = values.mutable_data_ptr<scalar_t>();
       argmax_t* am = argmax.defined() ? argmax.mutable_data_ptr<argmax_t>() : nullptr;
-      parallel_for_each_element(out_l, [&](int64_t n, int64_t c, int64_t oh, int64_t ow,
-                                           int64_t o) {
-        const auto best = max_pool2d_forward_elem(in + in_l.plane_offset(n, c),
-                                                  in_l.plane_strides(), g, oh, ow);
-        out[o] = static_cast<scalar_t>(best.value);
-        if (am != nullptr) am[o] = static_cast<argmax_t>(best.argmax);
-      });
+      parallel_for_each_element(out_l, ForwardElem<scalar_t, argmax_t>{in, out, am, in_l, g});
     });
   });
 }
@@ -50,12 +45,7 @@ void backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& gra
       const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
       const argmax_t* am = argmax.const_data_ptr<argmax_t>();
       scalar_t* gi = grad_input.mutable_data_ptr<scalar_t>();
-      parallel_for_each_element(in_l, [&](int64_t n, int64_t c, int64_t ih, int64_t iw,
-                                          int64_t i) {
-        const int64_t plane = out_l.plane_offset(n, c);
-        gi[i] = static_cast<scalar_t>(
-            max_pool2d_backward_elem(go + plane, am + plane, out_l.plane_strides(), g, ih, iw));
-      });
+      parallel_for_each_element(in_l, BackwardElem<scalar_t, argmax_t>{go, am, gi, out_l, g});
     });
   });
 }
@@ -65,10 +55,7 @@ void argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2d
     using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
     const argmax_t* am = argmax.const_data_ptr<argmax_t>();
     int64_t* idx = indices.mutable_data_ptr<int64_t>();
-    parallel_for_each_element(layout_of(argmax), [&](int64_t, int64_t, int64_t oh, int64_t ow,
-                                                     int64_t o) {
-      idx[o] = argmax_to_index_elem(static_cast<int64_t>(am[o]), g, oh, ow);
-    });
+    parallel_for_each_element(layout_of(argmax), IndexElem<argmax_t>{am, idx, g});
   });
 }
 
@@ -81,11 +68,8 @@ void gather_by_argmax(const Tensor& src, const Tensor& argmax, const Tensor& out
       const scalar_t* s = src.const_data_ptr<scalar_t>();
       const argmax_t* am = argmax.const_data_ptr<argmax_t>();
       scalar_t* o_ptr = out.mutable_data_ptr<scalar_t>();
-      parallel_for_each_element(layout_of(out), [&](int64_t n, int64_t c, int64_t oh,
-                                                    int64_t ow, int64_t o) {
-        o_ptr[o] = gather_by_argmax_elem(s + src_l.plane_offset(n, c), src_l.plane_strides(),
-                                         static_cast<int64_t>(am[o]), g, oh, ow);
-      });
+      parallel_for_each_element(layout_of(out),
+                                GatherElem<scalar_t, argmax_t>{s, am, o_ptr, src_l, g});
     });
   });
 }
@@ -96,10 +80,7 @@ void argmax_to_mask(const Tensor& argmax, const Tensor& mask, const Pool2dGeomet
     using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
     const argmax_t* am = argmax.const_data_ptr<argmax_t>();
     bool* m = mask.mutable_data_ptr<bool>();
-    parallel_for_each_element(layout_of(mask), [&](int64_t n, int64_t c, int64_t ih,
-                                                   int64_t iw, int64_t i) {
-      m[i] = argmax_mask_elem(am + out_l.plane_offset(n, c), out_l.plane_strides(), g, ih, iw);
-    });
+    parallel_for_each_element(layout_of(mask), MaskElem<argmax_t>{am, m, out_l, g});
   });
 }
 
@@ -112,12 +93,8 @@ void max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, const Tenso
       const scalar_t* v = values.const_data_ptr<scalar_t>();
       const argmax_t* am = argmax.const_data_ptr<argmax_t>();
       scalar_t* o_ptr = out.mutable_data_ptr<scalar_t>();
-      parallel_for_each_element(layout_of(out), [&](int64_t n, int64_t c, int64_t ih,
-                                                    int64_t iw, int64_t i) {
-        const int64_t plane = val_l.plane_offset(n, c);
-        o_ptr[i] = max_unpool2d_argmax_elem(v + plane, am + plane, val_l.plane_strides(), g, ih,
-                                            iw);
-      });
+      parallel_for_each_element(layout_of(out),
+                                UnpoolArgmaxElem<scalar_t, argmax_t>{v, am, o_ptr, val_l, g});
     });
   });
 }

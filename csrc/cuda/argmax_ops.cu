@@ -3,64 +3,11 @@
 // function that the CPU kernels call.
 #include "cuda_common.cuh"
 #include "launchers.h"
-#include "poolx/elements.h"
+#include "poolx/element_ops.h"
 
 namespace poolx {
 namespace cuda_launch {
 namespace {
-
-template <typename argmax_t>
-struct IndexElem {
-  const argmax_t* argmax;
-  int64_t* indices;
-  Pool2dGeometry g;
-
-  __device__ void operator()(int64_t, int64_t, int64_t oh, int64_t ow, int64_t o) const {
-    indices[o] = argmax_to_index_elem(static_cast<int64_t>(argmax[o]), g, oh, ow);
-  }
-};
-
-template <typename scalar_t, typename argmax_t>
-struct GatherElem {
-  const scalar_t* src;
-  const argmax_t* argmax;
-  scalar_t* out;
-  Layout4d src_l;
-  Pool2dGeometry g;
-
-  __device__ void operator()(int64_t n, int64_t c, int64_t oh, int64_t ow, int64_t o) const {
-    out[o] = gather_by_argmax_elem(src + src_l.plane_offset(n, c), src_l.plane_strides(),
-                                   static_cast<int64_t>(argmax[o]), g, oh, ow);
-  }
-};
-
-template <typename argmax_t>
-struct MaskElem {
-  const argmax_t* argmax;
-  bool* mask;
-  Layout4d argmax_l;
-  Pool2dGeometry g;
-
-  __device__ void operator()(int64_t n, int64_t c, int64_t ih, int64_t iw, int64_t i) const {
-    mask[i] = argmax_mask_elem(argmax + argmax_l.plane_offset(n, c), argmax_l.plane_strides(),
-                               g, ih, iw);
-  }
-};
-
-template <typename scalar_t, typename argmax_t>
-struct UnpoolArgmaxElem {
-  const scalar_t* values;
-  const argmax_t* argmax;
-  scalar_t* out;
-  Layout4d values_l;
-  Pool2dGeometry g;
-
-  __device__ void operator()(int64_t n, int64_t c, int64_t ih, int64_t iw, int64_t i) const {
-    const int64_t plane = values_l.plane_offset(n, c);
-    out[i] = max_unpool2d_argmax_elem(values + plane, argmax + plane, values_l.plane_strides(), g,
-                                      ih, iw);
-  }
-};
 
 // Unpool by int64 indices, deterministically: torch's CPU kernel lets the
 // last input (in row-major order within a plane) win a target. Pass 1 keeps,

@@ -7,26 +7,11 @@
 
 #include "cuda_common.cuh"
 #include "launchers.h"
-#include "poolx/elements.h"
+#include "poolx/element_ops.h"
 
 namespace poolx {
 namespace cuda_launch {
 namespace {
-
-template <typename scalar_t, typename argmax_t>
-struct BackwardElem {
-  const scalar_t* grad_output;
-  const argmax_t* argmax;
-  scalar_t* grad_input;
-  Layout4d out_l;
-  Pool2dGeometry g;
-
-  __device__ void operator()(int64_t n, int64_t c, int64_t ih, int64_t iw, int64_t i) const {
-    const int64_t plane = out_l.plane_offset(n, c);
-    grad_input[i] = static_cast<scalar_t>(max_pool2d_backward_elem(
-        grad_output + plane, argmax + plane, out_l.plane_strides(), g, ih, iw));
-  }
-};
 
 // What the element function sums for a window's single selecting output:
 // acc_t(0) + grad, so -0.0 becomes +0.0 exactly as in torch.

@@ -5,27 +5,11 @@
 
 #include "cuda_common.cuh"
 #include "launchers.h"
-#include "poolx/elements.h"
+#include "poolx/element_ops.h"
 
 namespace poolx {
 namespace cuda_launch {
 namespace {
-
-template <typename scalar_t, typename argmax_t>
-struct ForwardElem {
-  const scalar_t* input;
-  scalar_t* values;
-  argmax_t* argmax;  // null: value only
-  Layout4d in_l;
-  Pool2dGeometry g;
-
-  __device__ void operator()(int64_t n, int64_t c, int64_t oh, int64_t ow, int64_t o) const {
-    const auto best =
-        max_pool2d_forward_elem(input + in_l.plane_offset(n, c), in_l.plane_strides(), g, oh, ow);
-    values[o] = static_cast<scalar_t>(best.value);
-    if (argmax != nullptr) argmax[o] = static_cast<argmax_t>(best.argmax);
-  }
-};
 
 // Tiled NCHW, kernel width 2: a thread pools V adjacent outputs of one row,
 // reading 2 * V contiguous inputs per kernel row. Requires no partial window
