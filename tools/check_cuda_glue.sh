@@ -13,7 +13,7 @@ set -euo pipefail
 inc=${1:?usage: tools/check_cuda_glue.sh TORCH_CUDA_INCLUDE_DIR}
 [ -f "$inc/c10/cuda/CUDAGuard.h" ] || { echo "$inc has no c10/cuda headers (not a CUDA build)"; exit 2; }
 cd "$(dirname "$0")/.."
-cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
 py_inc=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 for src in csrc/cuda/*_cuda.cpp; do
   g++ -std=c++20 -fsyntax-only -Wall -Werror=return-type -DTORCH_API_INCLUDE_EXTENSION_H \
