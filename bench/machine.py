@@ -25,9 +25,11 @@ def poolx_commit():
                              capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
-        return out.stdout.strip() + ("-dirty" if dirty else "") or None
+        if out.returncode == 0:
+            return out.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
-        return None
+        pass
+    return "unknown (not a git checkout)"
 
 
 def machine_info(device):
