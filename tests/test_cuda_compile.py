@@ -136,10 +136,12 @@ TILED_KERNELS = {
         "max_pool2d_tiled_cl_forward_kernel<c10::BFloat16, true>",
     ],
     "max_pool2d_backward.cu": [
-        "max_pool2d_tiled_nchw_backward_kernel<float, 4>",
-        "max_pool2d_tiled_nchw_backward_kernel<c10::Half, 8>",
-        "max_pool2d_tiled_cl_backward_kernel<float>",
-        "max_pool2d_tiled_cl_backward_kernel<c10::BFloat16>",
+        "max_pool2d_tiled_nchw_backward_kernel<float, 4, false>",
+        "max_pool2d_tiled_nchw_backward_kernel<float, 4, true>",
+        "max_pool2d_tiled_nchw_backward_kernel<c10::Half, 8, false>",
+        "max_pool2d_tiled_cl_backward_kernel<float, false>",
+        "max_pool2d_tiled_cl_backward_kernel<float, true>",
+        "max_pool2d_tiled_cl_backward_kernel<c10::BFloat16, false>",
     ],
 }
 

@@ -67,14 +67,6 @@ cudaError_t argmax_to_mask(const argmax_t* argmax, bool* mask, const Layout4d& a
   return launch_for_each_element(mask_l, MaskElem<argmax_t>{argmax, mask, argmax_l, g}, stream);
 }
 
-template <typename scalar_t, typename argmax_t>
-cudaError_t max_unpool2d_argmax(const scalar_t* values, const argmax_t* argmax, scalar_t* out,
-                                const Layout4d& values_l, const Layout4d& out_l,
-                                const Pool2dGeometry& g, cudaStream_t stream) {
-  return launch_for_each_element(
-      out_l, UnpoolArgmaxElem<scalar_t, argmax_t>{values, argmax, out, values_l, g}, stream);
-}
-
 template <typename scalar_t>
 cudaError_t max_unpool2d_indices(const scalar_t* values, const int64_t* indices, scalar_t* out,
                                  int64_t* scratch, const Layout4d& values_l,
@@ -111,12 +103,6 @@ template cudaError_t argmax_to_mask<int32_t>(const int32_t*, bool*, const Layout
 POOLX_CUDA_GRAD_TYPES(POOLX_INSTANTIATE_GATHER)
 
 #define POOLX_INSTANTIATE_UNPOOL(T)                                                           \
-  template cudaError_t max_unpool2d_argmax<T, uint8_t>(const T*, const uint8_t*, T*,          \
-                                                       const Layout4d&, const Layout4d&,      \
-                                                       const Pool2dGeometry&, cudaStream_t);  \
-  template cudaError_t max_unpool2d_argmax<T, int32_t>(const T*, const int32_t*, T*,          \
-                                                       const Layout4d&, const Layout4d&,      \
-                                                       const Pool2dGeometry&, cudaStream_t);  \
   template cudaError_t max_unpool2d_indices<T>(const T*, const int64_t*, T*, int64_t*,        \
                                                const Layout4d&, const Layout4d&, cudaStream_t);
 POOLX_CUDA_POOLED_TYPES(POOLX_INSTANTIATE_UNPOOL)

@@ -1,4 +1,5 @@
-// CUDA backward: grad_input from grad_output and the argmax. The generic
+// CUDA backward (grad_input from grad_output and the argmax) and unpool by
+// argmax, which routes values the same way. The generic
 // kernel gathers per input element with the shared element function (no
 // atomics, torch's summation order); tiled geometries with a 1-byte argmax
 // take a one-pass vectorized path that writes every grad_input element:
@@ -13,18 +14,23 @@ namespace poolx {
 namespace cuda_launch {
 namespace {
 
-// What the element function sums for a window's single selecting output:
-// acc_t(0) + grad, so -0.0 becomes +0.0 exactly as in torch.
-template <typename scalar_t>
-__device__ __forceinline__ scalar_t routed_grad(scalar_t grad) {
-  using A = acc_t<scalar_t>;
-  return static_cast<scalar_t>(A(0) + static_cast<A>(grad));
+// What a tiled kernel writes where a window's argmax selects an input. The
+// backward sums one term into +0, as the element function (and torch's
+// zero-filled buffer) does, so -0.0 becomes +0.0; unpool (kCopy) copies it.
+template <bool kCopy, typename scalar_t>
+__device__ __forceinline__ scalar_t routed(scalar_t v) {
+  if constexpr (kCopy) {
+    return v;
+  } else {
+    using A = acc_t<scalar_t>;
+    return static_cast<scalar_t>(A(0) + static_cast<A>(v));
+  }
 }
 
 // Tiled NCHW, kernel width 2: a thread reads V adjacent outputs of one row and
 // writes their 2 * V inputs per kernel row. Requires exact tiling
 // (out_h * kernel_h == in_h, 2 * out_w == in_w) and out_w % V == 0.
-template <typename scalar_t, int V>
+template <typename scalar_t, int V, bool kCopy>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     max_pool2d_tiled_nchw_backward_kernel(const scalar_t* __restrict__ grad_output,
                                           const uint8_t* __restrict__ argmax,
@@ -42,7 +48,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     load_vectors<V>(grad_output + o, grad);
     load_vectors<V>(argmax + o, arg);
 #pragma unroll
-    for (int i = 0; i < V; ++i) grad[i] = routed_grad(grad[i]);
+    for (int i = 0; i < V; ++i) grad[i] = routed<kCopy>(grad[i]);
     // Exact tiling: input row out_row * kernel_h + kh, column 2 * ow0 onward.
     scalar_t* dst = grad_input + out_row * g.kernel_h * g.in_w + ow0 * kW;
 #pragma unroll 2
@@ -64,7 +70,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 // and writes them to every in-bounds tap of its window. Requires that the
 // windows cover the input (out_h * kernel_h >= in_h, out_w * kernel_w >= in_w)
 // and C % V == 0; partial (ceil_mode) windows are fine.
-template <typename scalar_t>
+template <typename scalar_t, bool kCopy>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     max_pool2d_tiled_cl_backward_kernel(const scalar_t* __restrict__ grad_output,
                                         const uint8_t* __restrict__ argmax,
@@ -81,7 +87,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     load_vectors<V>(grad_output + o, grad);
     load_vectors<V>(argmax + o, arg);
 #pragma unroll
-    for (int i = 0; i < V; ++i) grad[i] = routed_grad(grad[i]);
+    for (int i = 0; i < V; ++i) grad[i] = routed<kCopy>(grad[i]);
     const int64_t h0 = p.h * g.stride_h, w0 = p.w * g.stride_w;
     const TapRange rows = window_taps(h0, g.kernel_h, 1, g.in_h);
     const TapRange cols = window_taps(w0, g.kernel_w, 1, g.in_w);
@@ -107,8 +113,8 @@ bool nchw_vector_fits(const scalar_t* grad_output, const uint8_t* argmax,
 }
 
 // Launches a tiled fast path if one applies; returns false if none does.
-template <typename scalar_t>
-bool try_tiled_backward(const scalar_t* grad_output, const uint8_t* argmax, scalar_t* grad_input,
+template <bool kCopy, typename scalar_t>
+bool try_tiled_route(const scalar_t* grad_output, const uint8_t* argmax, scalar_t* grad_input,
                         const Layout4d& out_l, const Layout4d& in_l, const Pool2dGeometry& g,
                         cudaStream_t stream, cudaError_t* err) {
   if (!is_tiled(g) || in_l.channels_last != out_l.channels_last) return false;
@@ -118,19 +124,19 @@ bool try_tiled_backward(const scalar_t* grad_output, const uint8_t* argmax, scal
         !aligned(grad_output, 16) || !aligned(argmax, V) || !aligned(grad_input, 16)) {
       return false;
     }
-    *err = launch(max_pool2d_tiled_cl_backward_kernel<scalar_t>, out_l.numel() / V, stream,
+    *err = launch(max_pool2d_tiled_cl_backward_kernel<scalar_t, kCopy>, out_l.numel() / V, stream,
                   grad_output, argmax, grad_input, out_l, in_l, g);
     return true;
   }
   if (g.kernel_w != 2 || g.out_h * g.kernel_h != g.in_h || g.out_w * 2 != g.in_w) return false;
   const int64_t rows = out_l.n * out_l.c * g.out_h;
   if (nchw_vector_fits<scalar_t, V>(grad_output, argmax, grad_input, g)) {
-    *err = launch(max_pool2d_tiled_nchw_backward_kernel<scalar_t, V>, rows * (g.out_w / V),
+    *err = launch(max_pool2d_tiled_nchw_backward_kernel<scalar_t, V, kCopy>, rows * (g.out_w / V),
                   stream, grad_output, argmax, grad_input, out_l.n * out_l.c, g);
     return true;
   }
   if (nchw_vector_fits<scalar_t, V / 2>(grad_output, argmax, grad_input, g)) {
-    *err = launch(max_pool2d_tiled_nchw_backward_kernel<scalar_t, V / 2>,
+    *err = launch(max_pool2d_tiled_nchw_backward_kernel<scalar_t, V / 2, kCopy>,
                   rows * (g.out_w / (V / 2)), stream, grad_output, argmax, grad_input,
                   out_l.n * out_l.c, g);
     return true;
@@ -147,13 +153,40 @@ cudaError_t max_pool2d_backward(const scalar_t* grad_output, const argmax_t* arg
                                 cudaStream_t stream) {
   if constexpr (std::is_same<argmax_t, uint8_t>::value) {
     cudaError_t err = cudaSuccess;
-    if (try_tiled_backward(grad_output, argmax, grad_input, out_l, in_l, g, stream, &err)) {
+    if (try_tiled_route</*kCopy=*/false>(grad_output, argmax, grad_input, out_l, in_l, g,
+                                           stream, &err)) {
       return err;
     }
   }
   return launch_for_each_element(
       in_l, BackwardElem<scalar_t, argmax_t>{grad_output, argmax, grad_input, out_l, g}, stream);
 }
+
+// Unpool by argmax: in a tiled geometry every input lies in at most one
+// window, so "the last window that selected it" is the tiled backward's
+// routing with the value copied.
+template <typename scalar_t, typename argmax_t>
+cudaError_t max_unpool2d_argmax(const scalar_t* values, const argmax_t* argmax, scalar_t* out,
+                                const Layout4d& values_l, const Layout4d& out_l,
+                                const Pool2dGeometry& g, cudaStream_t stream) {
+  if constexpr (std::is_same<argmax_t, uint8_t>::value && !std::is_integral<scalar_t>::value) {
+    cudaError_t err = cudaSuccess;
+    if (try_tiled_route</*kCopy=*/true>(values, argmax, out, values_l, out_l, g, stream, &err)) {
+      return err;
+    }
+  }
+  return launch_for_each_element(
+      out_l, UnpoolArgmaxElem<scalar_t, argmax_t>{values, argmax, out, values_l, g}, stream);
+}
+
+#define POOLX_INSTANTIATE_UNPOOL_ARGMAX(T)                                                    \
+  template cudaError_t max_unpool2d_argmax<T, uint8_t>(const T*, const uint8_t*, T*,          \
+                                                       const Layout4d&, const Layout4d&,      \
+                                                       const Pool2dGeometry&, cudaStream_t);  \
+  template cudaError_t max_unpool2d_argmax<T, int32_t>(const T*, const int32_t*, T*,          \
+                                                       const Layout4d&, const Layout4d&,      \
+                                                       const Pool2dGeometry&, cudaStream_t);
+POOLX_CUDA_POOLED_TYPES(POOLX_INSTANTIATE_UNPOOL_ARGMAX)
 
 #define POOLX_INSTANTIATE_BACKWARD(T)                                                       \
   template cudaError_t max_pool2d_backward<T, uint8_t>(const T*, const uint8_t*, T*,         \
