@@ -88,6 +88,12 @@ def test_matches_torch(geometry, dtype, channels_last):
             check_case(shape, dtype, channels_last, geometry, ceil_mode)
 
 
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+def test_large_outputs(channels_last):
+    # outputs of several MB: huge-page advice on the outputs, streaming stores
+    check_case((1, 4, 1536, 1536), torch.float32, channels_last, GEOMETRIES[0], False)
+
+
 def test_autograd_through_fast_paths():
     x = planted_input((2, 24, 20, 34), torch.float32, channels_last=True)
     x = torch.where(torch.isnan(x), 1.0, x).requires_grad_(True)  # finite sums
