@@ -66,7 +66,7 @@ def measure(run, threads, min_run_time):
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
 
-def run_cases(args, cases, copy_gbps):
+def run_cases(args, cases, floors):
     import torch
     from tqdm import tqdm
 
@@ -106,7 +106,8 @@ def run_cases(args, cases, copy_gbps):
                 "mode": case.mode, "size": [shape.n, shape.c, shape.h, shape.w],
                 "kernel": shape.kernel, "stride": shape.stride, "padding": shape.padding,
                 "minimal_bytes": nbytes, "median_s": times, "gbps": gbps,
-                "fraction_of_copy": {p: g / copy_gbps for p, g in gbps.items()},
+                "fraction_of_copy": {p: g / floors["copy"] for p, g in gbps.items()},
+                "fraction_of_clone": {p: g / floors["clone"] for p, g in gbps.items()},
                 "speedup": {p: s / times["poolx"] for p, s in times.items() if p != "poolx"},
                 "saved_bytes_per_output": saved,
             })
@@ -124,7 +125,7 @@ def main(argv=None):
 
     from bench import report
     from bench.cases import QUICK, default_dtypes, select_cases
-    from bench.floor import copy_bandwidth
+    from bench.floor import copy_bandwidths
     from bench.machine import machine_info
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -136,17 +137,20 @@ def main(argv=None):
         shapes = QUICK["shapes"] if args.shapes == ALL_SHAPES else shapes
         dtypes = args.dtypes or QUICK["dtypes"]
     cases = select_cases(shapes, args.layouts, dtypes, args.modes, quick=args.quick)
-    copy_gbps = copy_bandwidth(args.device, args.copy_mb << 20, max(0.5, args.min_run_time))
+    floors = copy_bandwidths(args.device, args.copy_mb << 20, max(0.5, args.min_run_time))
     results = {
         "command": "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": machine_info(args.device),
-        "copy_gbps": copy_gbps,
+        "copy_gbps": floors["copy"],
+        "clone_gbps": floors["clone"],
         "copy_bytes": 2 * (args.copy_mb << 20),
         "settings": {"min_run_time_s": args.min_run_time, "quick": args.quick,
                      "peers": args.peers, "statistic": "median of blocked_autorange"},
-        "cases": run_cases(args, cases, copy_gbps),
+        "cases": run_cases(args, cases, floors),
     }
-    print(f"copy bandwidth: {copy_gbps:.1f} GB/s (read + written); "
+    print(f"copy bandwidth (read + written): {floors['copy']:.1f} GB/s into a warm buffer "
+          f"(dst.copy_(src), the %copy floor), {floors['clone']:.1f} GB/s allocating "
+          f"(src.clone(), the %clone floor); "
           f"{results['machine']['cpu_model']}, {results['machine']['threads']} threads")
     print(report.table(results))
     for path, write in ((args.json, report.write_json), (args.plot, report.plot)):

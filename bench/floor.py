@@ -1,4 +1,4 @@
-"""The memory-bandwidth floor: minimal bytes per case and the copy bandwidth."""
+"""The memory-bandwidth floor: minimal bytes per case and the copy bandwidths."""
 
 import torch
 from torch.utils import benchmark
@@ -22,10 +22,17 @@ def minimal_bytes(case):
     }[case.mode]
 
 
-def copy_bandwidth(device, nbytes, min_run_time):
-    """GB/s of dst.copy_(src) on a large float32 tensor, bytes read + written."""
+def copy_bandwidths(device, nbytes, min_run_time):
+    """GB/s (bytes read + written) of two copies of a large float32 tensor:
+    "copy", dst.copy_(src) into a warm, preallocated buffer (no page faults;
+    glibc's memcpy streams the stores), and "clone", src.clone(), which
+    allocates its result and so pays the page faults that every op pays for
+    a fresh output."""
     src = torch.randn(nbytes // 4, device=device)
     dst = torch.empty_like(src)
-    timer = benchmark.Timer("dst.copy_(src)", globals=dict(dst=dst, src=src))
-    median = timer.blocked_autorange(min_run_time=min_run_time).median
-    return 2 * src.numel() * 4 / median / 1e9
+    moved = 2 * src.numel() * 4
+    out = {}
+    for name, stmt in (("copy", "dst.copy_(src)"), ("clone", "src.clone()")):
+        timer = benchmark.Timer(stmt, globals=dict(dst=dst, src=src))
+        out[name] = moved / timer.blocked_autorange(min_run_time=min_run_time).median / 1e9
+    return out

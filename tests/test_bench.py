@@ -24,7 +24,7 @@ def positive(x):
 def check_case(r, peers):
     assert set(r["median_s"]) == set(peers)
     assert set(r["speedup"]) == set(peers) - {"poolx"}
-    for table in ("median_s", "gbps", "fraction_of_copy"):
+    for table in ("median_s", "gbps", "fraction_of_copy", "fraction_of_clone"):
         assert set(r[table]) == set(peers)
         assert all(positive(v) for v in r[table].values()), (r["key"], table, r[table])
     assert all(positive(v) for v in r["speedup"].values())
@@ -48,7 +48,7 @@ def test_quick_run_covers_every_case(tmp_path):
     assert {r["key"] for r in results["cases"]} == expected
     for r in results["cases"]:
         check_case(r, peers)
-    assert positive(results["copy_gbps"])
+    assert positive(results["copy_gbps"]) and positive(results["clone_gbps"])
     machine = results["machine"]
     for key in ("cpu_model", "threads", "torch", "poolx_commit", "cpu_capability"):
         assert machine[key], key

@@ -88,6 +88,22 @@ def test_matches_torch(geometry, dtype, channels_last):
             check_case(shape, dtype, channels_last, geometry, ceil_mode)
 
 
+@pytest.mark.parametrize("channels", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_channels_last_few_channels(channels, dtype):
+    # C of 1 and 2 vectorize along the (W * C) row; widths end vectors early
+    for shape in [(2, channels, 8, 37), (1, channels, 5, 27)]:
+        for geometry in GEOMETRIES[:3]:
+            for ceil_mode in (False, True):
+                check_case(shape, dtype, True, geometry, ceil_mode)
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+def test_large_outputs(channels_last):
+    # outputs of several MB: huge-page advice on the outputs, streaming stores
+    check_case((1, 4, 1536, 1536), torch.float32, channels_last, GEOMETRIES[0], False)
+
+
 def test_autograd_through_fast_paths():
     x = planted_input((2, 24, 20, 34), torch.float32, channels_last=True)
     x = torch.where(torch.isnan(x), 1.0, x).requires_grad_(True)  # finite sums

@@ -8,6 +8,7 @@
 
 #include "backward_kernels.h"
 #include "forward_kernels.h"
+#include "narrow_channels_last.h"
 
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
@@ -35,7 +36,15 @@ inline bool forward(const FastForwardArgs& a) {
   if (!cl && !((g.stride_w == 1 || g.stride_w == 2) && g.dilation_w == 1)) return false;
   return dispatch_fast_types(a.dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    if (cl) {
+    if (cl && narrow_channels_last(g, a.in_l.c)) {
+      if (a.in_l.c == 1) {
+        a.argmax ? forward_channels_last_narrow<T, true, 1>(a)
+                 : forward_channels_last_narrow<T, false, 1>(a);
+      } else {
+        a.argmax ? forward_channels_last_narrow<T, true, 2>(a)
+                 : forward_channels_last_narrow<T, false, 2>(a);
+      }
+    } else if (cl) {
       a.argmax ? forward_channels_last<T, true>(a) : forward_channels_last<T, false>(a);
     } else {
       a.argmax ? forward_nchw<T, true>(a) : forward_nchw<T, false>(a);
@@ -51,6 +60,9 @@ inline bool backward(const FastBackwardArgs& a) {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (!cl) {
       tiled_w2 ? backward_nchw_tiled_w2<T>(a) : backward_nchw_scatter<T>(a);
+    } else if (narrow_channels_last(g, a.in_l.c)) {
+      a.in_l.c == 1 ? backward_channels_last_narrow<T, 1>(a)
+                    : backward_channels_last_narrow<T, 2>(a);
     } else if (tiles_input(g)) {
       backward_channels_last_tiled<T>(a);
     } else {

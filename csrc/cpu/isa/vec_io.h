@@ -69,6 +69,33 @@ inline void store_even_odd(T* p, const Vec& even, const Vec& odd, int64_t n) {
   if (n > kLanes) store_float_per_element_nan(p + kLanes, hi, n - kLanes);
 }
 
+// Pixels of kC channels (kC in {1, 2}) alternately sent to two vectors: the
+// block form of deinterleave2, a pair of floats moving as one double (a bit
+// reinterpretation, so NaN payloads survive).
+template <int kC>
+inline std::pair<Vec, Vec> deinterleave_pixels(const Vec& lo, const Vec& hi) {
+  static_assert(kC == 1 || kC == 2);
+  if constexpr (kC == 1) {
+    return at::vec::deinterleave2(lo, hi);
+  } else {
+    const auto [a, b] =
+        at::vec::deinterleave2(at::vec::cast<double>(lo), at::vec::cast<double>(hi));
+    return {at::vec::cast<float>(a), at::vec::cast<float>(b)};
+  }
+}
+
+template <int kC>
+inline std::pair<Vec, Vec> interleave_pixels(const Vec& even, const Vec& odd) {
+  static_assert(kC == 1 || kC == 2);
+  if constexpr (kC == 1) {
+    return at::vec::interleave2(even, odd);
+  } else {
+    const auto [a, b] =
+        at::vec::interleave2(at::vec::cast<double>(even), at::vec::cast<double>(odd));
+    return {at::vec::cast<float>(a), at::vec::cast<float>(b)};
+  }
+}
+
 // Argmax lanes are kept as small exact floats so they share the value masks.
 inline Vec load_argmax(const uint8_t* p, int64_t n) {
   return at::vec::convert<float>(at::vec::Vectorized<uint8_t>::loadu(p, std::min(n, kLanes)));
