@@ -57,6 +57,22 @@ def test_matches_torch(device, case, dtype, channels_last):
     assert_same_bits(poolx.max_unpool2d_argmax(values, argmax, x.shape, *pool), expected)
 
 
+@pytest.mark.parametrize("channels", [1, 2, 3, 20])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+def test_tiled_argmax_unpool_copies_bits(device, channels, channels_last):
+    """Tiled float32 unpool by argmax runs the tiled backward's kernels with the
+    value copied: wide rows (several vectors, a partial one), floor-mode
+    leftovers, NaN payloads and -0.0 kept, every channel-count path."""
+    pool = (2, 2, 0, 1, False)
+    x = planted((2, channels, 9, 45), device=device, channels_last=channels_last)
+    indices = torch_indices(x, pool)
+    values = values_like(indices, torch.float32)
+    values.view(torch.int32)[..., 0, 0] = 0x7FC00001  # a NaN with a payload
+    _, argmax = poolx.max_pool2d_with_argmax(x, *pool)
+    expected = torch_unpool(values, indices, pool, x.shape)
+    assert_same_bits(poolx.max_unpool2d_argmax(values, argmax, x.shape, *pool), expected)
+
+
 @pytest.mark.parametrize("dtype", [torch.int32, torch.uint8], ids=str)
 def test_integer_values(dtype):
     """torch has no integer unpool on CPU; poolx places integers exactly."""

@@ -34,14 +34,27 @@ bool fast_forward(const at::Tensor& input, const at::Tensor& values, const at::T
   return cpu_fast_paths().forward(args);
 }
 
+namespace {
+
+FastBackwardArgs routing_args(const at::Tensor& from, const at::Tensor& argmax,
+                              const at::Tensor& to, const Pool2dGeometry& g) {
+  return {from.scalar_type(),  layout_of(from),      layout_of(to),
+          from.const_data_ptr(), argmax.const_data_ptr<uint8_t>(), to.mutable_data_ptr(),
+          g};
+}
+
+}  // namespace
+
 bool fast_backward(const at::Tensor& grad_output, const at::Tensor& argmax,
                    const at::Tensor& grad_input, const Pool2dGeometry& g) {
-  if (argmax.scalar_type() != at::kByte) return false;
-  const FastBackwardArgs args{grad_output.scalar_type(),    layout_of(grad_output),
-                              layout_of(grad_input),         grad_output.const_data_ptr(),
-                              argmax.const_data_ptr<uint8_t>(), grad_input.mutable_data_ptr(),
-                              g};
-  return cpu_fast_paths().backward(args);
+  return argmax.scalar_type() == at::kByte &&
+         cpu_fast_paths().backward(routing_args(grad_output, argmax, grad_input, g));
+}
+
+bool fast_unpool_argmax(const at::Tensor& values, const at::Tensor& argmax, const at::Tensor& out,
+                        const Pool2dGeometry& g) {
+  return argmax.scalar_type() == at::kByte &&
+         cpu_fast_paths().unpool_argmax(routing_args(values, argmax, out, g));
 }
 
 }  // namespace poolx

@@ -34,6 +34,8 @@ struct FastPaths {
   const char* isa;
   bool (*forward)(const FastForwardArgs&);
   bool (*backward)(const FastBackwardArgs&);
+  // grad_output holds the values to unpool, grad_input receives them
+  bool (*unpool_argmax)(const FastBackwardArgs&);
 };
 
 namespace isa_default { const FastPaths& fast_paths(); }
@@ -57,5 +59,7 @@ bool fast_forward(const at::Tensor& input, const at::Tensor& values, const at::T
                   const Pool2dGeometry& g);
 bool fast_backward(const at::Tensor& grad_output, const at::Tensor& argmax,
                    const at::Tensor& grad_input, const Pool2dGeometry& g);
+bool fast_unpool_argmax(const at::Tensor& values, const at::Tensor& argmax, const at::Tensor& out,
+                        const Pool2dGeometry& g);
 
 }  // namespace poolx

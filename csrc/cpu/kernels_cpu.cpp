@@ -90,6 +90,7 @@ void argmax_to_mask(const Tensor& argmax, const Tensor& mask, const Pool2dGeomet
 
 void max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, const Tensor& out,
                          const Pool2dGeometry& g) {
+  if (fast_unpool_argmax(values, argmax, out, g)) return;
   const Layout4d val_l = layout_of(values);
   POOLX_DISPATCH_POOLED_TYPES(values.scalar_type(), "poolx_max_unpool2d_argmax_cpu", [&] {
     dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {

@@ -22,7 +22,7 @@ inline void fill_zero(T* p, int64_t n) {
 
 // Tiled, kernel_w == 2: every input row is written once, from one output row
 // (or zeros where floor mode dropped it).
-template <typename T>
+template <typename T, bool kCopy = false>
 void backward_nchw_tiled_w2(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const T* go = static_cast<const T*>(a.grad_output);
@@ -42,8 +42,8 @@ void backward_nchw_tiled_w2(const FastBackwardArgs& a) {
         const int64_t n = std::min(kLanes, g.out_w - ow0);
         const Vec grad = load_float(go + o_row + ow0, n);
         const Vec argmax = load_argmax(a.argmax + o_row + ow0, n);
-        store_even_odd(gi_row + 2 * ow0, select_grad(grad, argmax, kh * 2),
-                       select_grad(grad, argmax, kh * 2 + 1), 2 * n);
+        store_even_odd(gi_row + 2 * ow0, select_grad<kCopy>(grad, argmax, kh * 2),
+                       select_grad<kCopy>(grad, argmax, kh * 2 + 1), 2 * n);
       }
       fill_zero(gi_row + 2 * g.out_w, g.in_w - 2 * g.out_w);
     }
@@ -97,7 +97,7 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
 
 // channels_last, tiled: each output pixel's gradient and argmax are loaded
 // once and routed to the kernel_w input pixels of its window in this row.
-template <typename T>
+template <typename T, bool kCopy = false>
 void backward_channels_last_tiled(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const int64_t C = a.in_l.c;
@@ -118,7 +118,8 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
           const Vec grad = load_float(go + o + c0, n);
           const Vec argmax = load_argmax(a.argmax + o + c0, n);
           for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-            store_float(window + kw * C + c0, select_grad(grad, argmax, kh * g.kernel_w + kw), n);
+            store_float(window + kw * C + c0,
+                        select_grad<kCopy>(grad, argmax, kh * g.kernel_w + kw), n);
           }
         }
       }

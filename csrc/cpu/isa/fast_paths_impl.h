@@ -71,8 +71,27 @@ inline bool backward(const FastBackwardArgs& a) {
   });
 }
 
+// Unpool by argmax, tiled: each input lies in at most one window, so the
+// tiled backward's routing with the value copied is the whole unpool. float32
+// only: its lanes carry the value's bits unchanged, while 16-bit types would
+// have NaN payloads rewritten by the round trip through float.
+inline bool unpool_argmax(const FastBackwardArgs& a) {
+  const Pool2dGeometry& g = a.g;
+  if (a.dtype != c10::ScalarType::Float || !tiles_input(g)) return false;
+  if (!a.in_l.channels_last) {
+    if (g.kernel_w != 2) return false;
+    backward_nchw_tiled_w2<float, /*kCopy=*/true>(a);
+  } else if (narrow_channels_last(g, a.in_l.c)) {
+    a.in_l.c == 1 ? backward_channels_last_narrow<float, 1, /*kCopy=*/true>(a)
+                  : backward_channels_last_narrow<float, 2, /*kCopy=*/true>(a);
+  } else {
+    backward_channels_last_tiled<float, /*kCopy=*/true>(a);
+  }
+  return true;
+}
+
 const FastPaths& fast_paths() {
-  static const FastPaths paths{POOLX_ISA_NAME, forward, backward};
+  static const FastPaths paths{POOLX_ISA_NAME, forward, backward, unpool_argmax};
   return paths;
 }
 

@@ -52,7 +52,7 @@ void forward_channels_last_narrow(const FastForwardArgs& a) {
 
 // Each input row is written once, from one output row (zeros where floor
 // mode dropped rows or columns).
-template <typename T, int kC>
+template <typename T, int kC, bool kCopy = false>
 void backward_channels_last_narrow(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const T* go = static_cast<const T*>(a.grad_output);
@@ -72,8 +72,8 @@ void backward_channels_last_narrow(const FastBackwardArgs& a) {
         const int64_t n = std::min(kLanes, out_row - i0);
         const Vec grad = load_float(go + o_row + i0, n);
         const Vec argmax = load_argmax(a.argmax + o_row + i0, n);
-        const auto [lo, hi] = interleave_pixels<kC>(select_grad(grad, argmax, kh * 2),
-                                                    select_grad(grad, argmax, kh * 2 + 1));
+        const auto [lo, hi] = interleave_pixels<kC>(select_grad<kCopy>(grad, argmax, kh * 2),
+                                                    select_grad<kCopy>(grad, argmax, kh * 2 + 1));
         store_float(gi_row + 2 * i0, lo, std::min(2 * n, kLanes));
         if (2 * n > kLanes) store_float(gi_row + 2 * i0 + kLanes, hi, 2 * n - kLanes);
       }

@@ -121,8 +121,15 @@ struct RunningMax {
 
 // grad where the argmax lanes equal `tap`, +0 elsewhere; 0 + g as torch sums
 // (so a -0 gradient arrives as +0).
+// With kCopy (unpool by argmax) the selected value keeps its bits.
+template <bool kCopy = false>
 inline Vec select_grad(const Vec& grad, const Vec& argmax, int64_t tap) {
-  return Vec(0.f) + (grad & (argmax == Vec(static_cast<float>(tap))));
+  const Vec picked = grad & (argmax == Vec(static_cast<float>(tap)));
+  if constexpr (kCopy) {
+    return picked;
+  } else {
+    return Vec(0.f) + picked;
+  }
 }
 
 }  // namespace POOLX_ISA_NAMESPACE
