@@ -5,6 +5,7 @@ import torch.nn.functional as F
 from torch.nn.modules.utils import _pair
 
 from poolx import _geometry as geo
+from poolx._functions import pool_argmax, pool_values, route_to_input
 from poolx._library import ops
 
 
@@ -45,12 +46,12 @@ def max_pool2d(
     check_save(save, return_indices)
     params = geo.pool_params(kernel_size, stride, padding, dilation)
     if return_indices:
-        values, argmax = ops.max_pool2d_argmax(input, *params, ceil_mode)
+        values, argmax = pool_argmax(input, *params, ceil_mode)
         indices = ops.argmax_to_indices(argmax, tuple(input.shape[-2:]), *params, ceil_mode)
         return values, indices
     if _needs_grad(input) and save == "argmax":
-        return ops.max_pool2d_argmax(input, *params, ceil_mode)[0]
-    return ops.max_pool2d_values(input, *params, ceil_mode)
+        return pool_argmax(input, *params, ceil_mode)[0]
+    return pool_values(input, *params, ceil_mode)
 
 
 def max_pool2d_with_argmax(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
@@ -60,7 +61,7 @@ def max_pool2d_with_argmax(input, kernel_size, stride=None, padding=0, dilation=
     its window, as torch.uint8 (torch.int32 for windows of more than 256 taps).
     """
     params = geo.pool_params(kernel_size, stride, padding, dilation)
-    return ops.max_pool2d_argmax(input, *params, ceil_mode)
+    return pool_argmax(input, *params, ceil_mode)
 
 
 def max_pool2d_backward(
@@ -79,7 +80,7 @@ def max_pool2d_backward(
     """
     params = geo.pool_params(kernel_size, stride, padding, dilation)
     in_hw = geo.input_hw(input_size, grad_output)
-    return ops.max_pool2d_backward(grad_output, argmax, in_hw, *params, ceil_mode)
+    return route_to_input(grad_output, argmax, tuple(in_hw), *params, ceil_mode)
 
 
 def argmax_to_indices(

@@ -91,9 +91,19 @@ def graph_ops(out):
     return {node.name() for node in seen}
 
 
+# Backward nodes of poolx's eager autograd.Functions, by the op they wrap.
+FUNCTION_NODES = {
+    "MaxPool2dArgmaxBackward": "max_pool2d_argmax",
+    "MaxPool2dValuesBackward": "max_pool2d_values",
+}
+
+
 def poolx_ops(out):
-    names = (n for n in graph_ops(out) if "poolx_" in n)
-    return sorted({n.split("poolx_")[1].split("_default")[0] for n in names})
+    """The poolx ops in out's autograd graph (registered-op nodes are named
+    poolx_<op>_default)."""
+    names = graph_ops(out)
+    ops = {n.split("poolx_")[1].split("_default")[0] for n in names if "poolx_" in n}
+    return sorted(ops | {FUNCTION_NODES[n] for n in names if n in FUNCTION_NODES})
 
 
 def test_patch_routes_and_restores():

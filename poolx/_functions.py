@@ -1,0 +1,150 @@
+"""The pooling ops as torch.autograd.Functions, for eager calls: beyond the
+reverse-mode formulas registered on the ops (_registrations.py), these carry a
+forward-mode rule (jvp: the tangent gathered at each window's argmax) and a
+vmap rule, so torch.func.grad/vjp/jvp/vmap and forward-mode AD work as with
+torch's max_pool2d. Dynamo cannot trace a Function with a jvp, so compiled
+code calls the ops directly (pool_argmax / pool_values below)."""
+
+import torch
+
+from poolx._library import ops
+
+_NO_GRADS = (None,) * 5  # kernel_size, stride, padding, dilation, ceil_mode
+
+
+class MaxPool2dArgmax(torch.autograd.Function):
+    """(values, argmax); saves only the argmax."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(input, kernel, stride, padding, dilation, ceil_mode):
+        return ops.max_pool2d_argmax(input, kernel, stride, padding, dilation, ceil_mode)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        input, *ctx.pool_args = inputs
+        ctx.input_hw = tuple(input.shape[-2:])
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(output[1])
+        ctx.save_for_forward(output[1])
+
+    @staticmethod
+    def backward(ctx, grad_values, _grad_argmax):
+        (argmax,) = ctx.saved_tensors
+        grad = RouteToInput.apply(grad_values, argmax, ctx.input_hw, *ctx.pool_args)
+        return (grad, *_NO_GRADS)
+
+    @staticmethod
+    def jvp(ctx, input_tangent, *_):
+        (argmax,) = ctx.saved_tensors
+        return GatherAtArgmax.apply(input_tangent, argmax, *ctx.pool_args), None
+
+
+class MaxPool2dValues(torch.autograd.Function):
+    """values only; saves the input and recomputes the argmax when needed."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(input, kernel, stride, padding, dilation, ceil_mode):
+        return ops.max_pool2d_values(input, kernel, stride, padding, dilation, ceil_mode)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        input, *ctx.pool_args = inputs
+        ctx.save_for_backward(input)
+        ctx.save_for_forward(input)
+
+    @staticmethod
+    def _argmax(ctx):
+        (input,) = ctx.saved_tensors
+        return input, ops.max_pool2d_argmax(input.detach(), *ctx.pool_args)[1]
+
+    @staticmethod
+    def backward(ctx, grad_values):
+        input, argmax = MaxPool2dValues._argmax(ctx)
+        grad = RouteToInput.apply(grad_values, argmax, tuple(input.shape[-2:]), *ctx.pool_args)
+        return (grad, *_NO_GRADS)
+
+    @staticmethod
+    def jvp(ctx, input_tangent, *_):
+        _, argmax = MaxPool2dValues._argmax(ctx)
+        return GatherAtArgmax.apply(input_tangent, argmax, *ctx.pool_args)
+
+
+# The two linear maps between pooled and input shapes; each is the other's
+# adjoint, and its own tangent map.
+
+
+class RouteToInput(torch.autograd.Function):
+    """max_pool2d_backward: pooled-shape values routed to the selected taps."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(pooled, argmax, input_hw, kernel, stride, padding, dilation, ceil_mode):
+        return ops.max_pool2d_backward(
+            pooled, argmax, input_hw, kernel, stride, padding, dilation, ceil_mode
+        )
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, argmax, ctx.input_hw, *ctx.pool_args = inputs
+        ctx.save_for_backward(argmax)
+        ctx.save_for_forward(argmax)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (argmax,) = ctx.saved_tensors
+        return (GatherAtArgmax.apply(grad, argmax, *ctx.pool_args), None, None, *_NO_GRADS)
+
+    @staticmethod
+    def jvp(ctx, pooled_tangent, *_):
+        (argmax,) = ctx.saved_tensors
+        return RouteToInput.apply(pooled_tangent, argmax, ctx.input_hw, *ctx.pool_args)
+
+
+class GatherAtArgmax(torch.autograd.Function):
+    """gather_by_argmax: each window's selected input element."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(src, argmax, kernel, stride, padding, dilation, ceil_mode):
+        return ops.gather_by_argmax(src, argmax, kernel, stride, padding, dilation, ceil_mode)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        src, argmax, *ctx.pool_args = inputs
+        ctx.src_hw = tuple(src.shape[-2:])
+        ctx.save_for_backward(argmax)
+        ctx.save_for_forward(argmax)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (argmax,) = ctx.saved_tensors
+        return (RouteToInput.apply(grad, argmax, ctx.src_hw, *ctx.pool_args), None, *_NO_GRADS)
+
+    @staticmethod
+    def jvp(ctx, src_tangent, *_):
+        (argmax,) = ctx.saved_tensors
+        return GatherAtArgmax.apply(src_tangent, argmax, *ctx.pool_args)
+
+
+def pool_argmax(input, *pool_args):
+    if torch.compiler.is_compiling():
+        return ops.max_pool2d_argmax(input, *pool_args)
+    return MaxPool2dArgmax.apply(input, *pool_args)
+
+
+def pool_values(input, *pool_args):
+    if torch.compiler.is_compiling():
+        return ops.max_pool2d_values(input, *pool_args)
+    return MaxPool2dValues.apply(input, *pool_args)
+
+
+def route_to_input(pooled, argmax, input_hw, *pool_args):
+    if torch.compiler.is_compiling():
+        return ops.max_pool2d_backward(pooled, argmax, input_hw, *pool_args)
+    return RouteToInput.apply(pooled, argmax, input_hw, *pool_args)
