@@ -188,10 +188,9 @@ Tensor max_unpool2d(const Tensor& input, const Tensor& indices, IntArrayRef outp
                    "output_size", op);
   const int64_t plane = output_size[0] * output_size[1];
   if (indices.numel() > 0) {
-    const auto [lo, hi] = at::aminmax(indices);
-    TORCH_CHECK(lo.item<int64_t>() >= 0 && hi.item<int64_t>() < plane, op,
-                ": Found an invalid max index: ",
-                lo.item<int64_t>() < 0 ? lo.item<int64_t>() : hi.item<int64_t>(),
+    const auto [lo_t, hi_t] = at::aminmax(indices);
+    const int64_t lo = lo_t.item<int64_t>(), hi = hi_t.item<int64_t>();  // one sync each
+    TORCH_CHECK(lo >= 0 && hi < plane, op, ": Found an invalid max index: ", lo < 0 ? lo : hi,
                 " (output volumes are of size ", output_size[0], "x", output_size[1], ")");
   }
   const at::MemoryFormat format = pool_memory_format(input);

@@ -3,7 +3,7 @@
 import torch
 
 from poolx import _geometry as geo
-from poolx._library import ops
+from poolx._functions import GatherAtArgmax, MaxPool2dArgmax, MaxPool2dValues, RouteToInput
 
 
 def _empty_like_layout(like, shape, dtype=None):
@@ -92,67 +92,17 @@ def _max_unpool2d_fake(input, indices, output_size):
     return _empty_like_layout(input, (*input.shape[:-2], *output_size))
 
 
-# Autograd. Only the 1-byte argmax is saved by the argmax op; the values op
-# saves its input and recomputes the argmax in backward (save="recompute").
-# Each backward is itself differentiable, to any order.
-
-
-def _setup_argmax(ctx, inputs, output):
-    input, *ctx.pool_args = inputs
-    ctx.input_hw = tuple(input.shape[-2:])
-    ctx.save_for_backward(output[1])
-
-
-def _backward_argmax(ctx, grad_values, _grad_argmax):
-    (argmax,) = ctx.saved_tensors
-    grad = ops.max_pool2d_backward(grad_values, argmax, ctx.input_hw, *ctx.pool_args)
-    return grad, None, None, None, None, None
-
-
-def _setup_values(ctx, inputs, output):
-    input, *ctx.pool_args = inputs
-    ctx.save_for_backward(input)
-
-
-def _backward_values(ctx, grad_values):
-    (input,) = ctx.saved_tensors
-    _, argmax = ops.max_pool2d_argmax(input.detach(), *ctx.pool_args)
-    grad = ops.max_pool2d_backward(grad_values, argmax, tuple(input.shape[-2:]), *ctx.pool_args)
-    return grad, None, None, None, None, None
-
-
-def _setup_backward(ctx, inputs, output):
-    _grad_output, argmax, _input_size, *ctx.pool_args = inputs
-    ctx.save_for_backward(argmax)
-
-
-def _backward_backward(ctx, grad_grad_input):
-    (argmax,) = ctx.saved_tensors
-    grad = ops.gather_by_argmax(grad_grad_input, argmax, *ctx.pool_args)
-    return grad, None, None, None, None, None, None, None
-
-
-def _setup_gather(ctx, inputs, output):
-    src, argmax, *ctx.pool_args = inputs
-    ctx.src_hw = tuple(src.shape[-2:])
-    ctx.save_for_backward(argmax)
-
-
-def _backward_gather(ctx, grad_out):
-    (argmax,) = ctx.saved_tensors
-    grad = ops.max_pool2d_backward(grad_out, argmax, ctx.src_hw, *ctx.pool_args)
-    return grad, None, None, None, None, None, None
-
-
-torch.library.register_autograd(
-    "poolx::max_pool2d_argmax", _backward_argmax, setup_context=_setup_argmax
-)
-torch.library.register_autograd(
-    "poolx::max_pool2d_values", _backward_values, setup_context=_setup_values
-)
-torch.library.register_autograd(
-    "poolx::max_pool2d_backward", _backward_backward, setup_context=_setup_backward
-)
-torch.library.register_autograd(
-    "poolx::gather_by_argmax", _backward_gather, setup_context=_setup_gather
-)
+# Autograd on the ops (for torch.compile, opcheck and direct op callers): the
+# same formulas as the eager autograd.Functions, which are the one copy. Only
+# the 1-byte argmax is saved by the argmax op; the values op saves its input
+# and recomputes the argmax in backward (save="recompute"). Each backward is
+# itself differentiable, to any order.
+for _op, _function in [
+    ("poolx::max_pool2d_argmax", MaxPool2dArgmax),
+    ("poolx::max_pool2d_values", MaxPool2dValues),
+    ("poolx::max_pool2d_backward", RouteToInput),
+    ("poolx::gather_by_argmax", GatherAtArgmax),
+]:
+    torch.library.register_autograd(
+        _op, _function.backward, setup_context=_function.setup_context
+    )
