@@ -98,10 +98,35 @@ def test_channels_last_few_channels(channels, dtype):
                 check_case(shape, dtype, True, geometry, ceil_mode)
 
 
+# Outputs of 8 MiB and more whose rows keep vectors aligned take streaming
+# (non-temporal) stores: NCHW rows, channels_last along C, and the narrow
+# channels_last rows; an odd height drops a row that streams zeros; a
+# kernel 3 high; bfloat16 with NaN, whose vectors take the ordinary store.
+LARGE = [
+    ((1, 4, 1536, 1536), torch.float32, False, GEOMETRIES[0]),
+    ((1, 8, 1537, 1536), torch.bfloat16, False, GEOMETRIES[0]),
+    ((1, 6, 1536, 1536), torch.float32, False, GEOMETRIES[1]),
+    ((1, 4, 1531, 1530), torch.float32, False, GEOMETRIES[0]),
+    ((1, 64, 385, 384), torch.float32, True, GEOMETRIES[0]),
+    ((1, 64, 384, 768), torch.bfloat16, True, GEOMETRIES[0]),
+    ((1, 2, 2049, 2048), torch.float32, True, GEOMETRIES[0]),
+    ((1, 1, 2048, 4096), torch.bfloat16, True, GEOMETRIES[0]),
+]
+
+
+@pytest.mark.parametrize("shape, dtype, channels_last, geometry", LARGE, ids=str)
+def test_large_outputs(shape, dtype, channels_last, geometry):
+    check_case(shape, dtype, channels_last, geometry, False)
+
+
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
-def test_large_outputs(channels_last):
-    # outputs of several MB: huge-page advice on the outputs, streaming stores
-    check_case((1, 4, 1536, 1536), torch.float32, channels_last, GEOMETRIES[0], False)
+def test_large_unpool_by_argmax(channels_last):
+    shape = (1, 64, 384, 384) if channels_last else (1, 4, 1536, 1536)
+    x = planted_input(shape, torch.float32, channels_last)
+    values, argmax = poolx.max_pool2d_with_argmax(x, 2)
+    _, indices = F.max_pool2d(x, 2, return_indices=True)
+    expected = F.max_unpool2d(values, indices, 2, output_size=shape[-2:])
+    assert_identical(poolx.max_unpool2d_argmax(values, argmax, shape[-2:], 2), expected)
 
 
 def test_autograd_through_fast_paths():

@@ -1,5 +1,5 @@
-// Vectorized backward: NCHW tiled with kernel_w == 2 (even/odd interleave),
-// NCHW float32 by a per-plane scatter, channels_last along C (any geometry).
+// Vectorized backward: NCHW by a per-plane scatter (any geometry; the tiled
+// kernel_w == 2 case is in tiled_rows.h), channels_last along C.
 #pragma once
 
 #include <ATen/Parallel.h>
@@ -9,46 +9,11 @@
 #include <type_traits>
 #include <vector>
 
-
 #include "forward_kernels.h"
+#include "stream_stores.h"
 
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
-
-template <typename T>
-inline void fill_zero(T* p, int64_t n) {
-  std::fill(p, p + n, T(0));
-}
-
-// Tiled, kernel_w == 2: every input row is written once, from one output row
-// (or zeros where floor mode dropped it).
-template <typename T, bool kCopy = false>
-void backward_nchw_tiled_w2(const FastBackwardArgs& a) {
-  const Pool2dGeometry& g = a.g;
-  const T* go = static_cast<const T*>(a.grad_output);
-  T* gi = static_cast<T*>(a.grad_input);
-  const int64_t rows = a.in_l.n * a.in_l.c * g.in_h;
-  at::parallel_for(0, rows, grain_for(g.in_w), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const int64_t plane = r / g.in_h, ih = r % g.in_h;
-      const int64_t oh = ih / g.kernel_h, kh = ih % g.kernel_h;
-      T* gi_row = gi + r * g.in_w;
-      if (oh >= g.out_h) {
-        fill_zero(gi_row, g.in_w);
-        continue;
-      }
-      const int64_t o_row = (plane * g.out_h + oh) * g.out_w;
-      for (int64_t ow0 = 0; ow0 < g.out_w; ow0 += kLanes) {
-        const int64_t n = std::min(kLanes, g.out_w - ow0);
-        const Vec grad = load_float(go + o_row + ow0, n);
-        const Vec argmax = load_argmax(a.argmax + o_row + ow0, n);
-        store_even_odd(gi_row + 2 * ow0, select_grad<kCopy>(grad, argmax, kh * 2),
-                       select_grad<kCopy>(grad, argmax, kh * 2 + 1), 2 * n);
-      }
-      fill_zero(gi_row + 2 * g.out_w, g.in_w - 2 * g.out_w);
-    }
-  });
-}
 
 // Any geometry: zero one plane of float sums (cache-resident), add each
 // output's gradient at its selected tap in output order, the order in which
@@ -72,7 +37,7 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
     for (int64_t p = b; p < e; ++p) {
       float* sums = std::is_same_v<T, float> ? reinterpret_cast<float*>(gi + p * plane_size)
                                              : scratch.data();
-      fill_zero(sums, plane_size);
+      fill_zero<false>(sums, plane_size);
       const T* go_row = go + p * g.out_h * g.out_w;
       const uint8_t* am_row = a.argmax + p * g.out_h * g.out_w;
       for (int64_t oh = 0; oh < g.out_h; ++oh, go_row += g.out_w, am_row += g.out_w) {
@@ -97,7 +62,7 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
 
 // channels_last, tiled: each output pixel's gradient and argmax are loaded
 // once and routed to the kernel_w input pixels of its window in this row.
-template <typename T, bool kCopy = false>
+template <typename T, bool kCopy, bool kStream>
 void backward_channels_last_tiled(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const int64_t C = a.in_l.c;
@@ -118,14 +83,22 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
           const Vec grad = load_float(go + o + c0, n);
           const Vec argmax = load_argmax(a.argmax + o + c0, n);
           for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-            store_float(window + kw * C + c0,
-                        select_grad<kCopy>(grad, argmax, kh * g.kernel_w + kw), n);
+            store_lanes<kStream, false>(window + kw * C + c0,
+                                        select_grad<kCopy>(grad, argmax, kh * g.kernel_w + kw), n);
           }
         }
       }
-      fill_zero(gi_row + covered * C, (g.in_w - covered) * C);
+      fill_zero<kStream>(gi_row + covered * C, (g.in_w - covered) * C);
     }
+    if constexpr (kStream) stream_fence();
   });
+}
+
+template <typename T, bool kCopy = false>
+void backward_channels_last_tiled(const FastBackwardArgs& a) {
+  const int64_t inputs = a.in_l.n * a.in_l.c * a.g.in_h * a.g.in_w;
+  const bool stream = worth_streaming(static_cast<T*>(a.grad_input), a.in_l.c, inputs);
+  with_streaming(stream, [&](auto s) { backward_channels_last_tiled<T, kCopy, s.value>(a); });
 }
 
 // channels_last, any geometry: each input pixel gathers, kLanes channels at

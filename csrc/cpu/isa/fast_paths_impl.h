@@ -8,7 +8,7 @@
 
 #include "backward_kernels.h"
 #include "forward_kernels.h"
-#include "narrow_channels_last.h"
+#include "tiled_rows.h"
 
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
@@ -30,20 +30,34 @@ inline bool tiles_input(const Pool2dGeometry& g) {
   return is_tiled(g) && g.out_h * g.kernel_h <= g.in_h && g.out_w * g.kernel_w <= g.in_w;
 }
 
+// The layouts that tiled_rows.h covers: NCHW planes, or channels_last images
+// of 1 or 2 channels; 0 for others.
+inline int tiled_row_channels(const Pool2dGeometry& g, const Layout4d& l) {
+  if (!tiles_rows_w2(g)) return 0;
+  if (!l.channels_last) return 1;
+  return l.c == 1 || l.c == 2 ? static_cast<int>(l.c) : 0;
+}
+
+inline int64_t tiled_row_planes(const Layout4d& l) {
+  return l.channels_last ? l.n : l.n * l.c;
+}
+
 inline bool forward(const FastForwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const bool cl = a.in_l.channels_last;
-  if (!cl && !((g.stride_w == 1 || g.stride_w == 2) && g.dilation_w == 1)) return false;
+  const int row_c = tiled_row_channels(g, a.in_l);
+  if (!cl && row_c == 0 && !((g.stride_w == 1 || g.stride_w == 2) && g.dilation_w == 1)) {
+    return false;
+  }
+  const int64_t planes = tiled_row_planes(a.in_l);
   return dispatch_fast_types(a.dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    if (cl && narrow_channels_last(g, a.in_l.c)) {
-      if (a.in_l.c == 1) {
-        a.argmax ? forward_channels_last_narrow<T, true, 1>(a)
-                 : forward_channels_last_narrow<T, false, 1>(a);
-      } else {
-        a.argmax ? forward_channels_last_narrow<T, true, 2>(a)
-                 : forward_channels_last_narrow<T, false, 2>(a);
-      }
+    if (row_c == 1) {
+      a.argmax ? forward_tiled_rows<T, true, 1>(a, planes)
+               : forward_tiled_rows<T, false, 1>(a, planes);
+    } else if (row_c == 2) {
+      a.argmax ? forward_tiled_rows<T, true, 2>(a, planes)
+               : forward_tiled_rows<T, false, 2>(a, planes);
     } else if (cl) {
       a.argmax ? forward_channels_last<T, true>(a) : forward_channels_last<T, false>(a);
     } else {
@@ -52,17 +66,23 @@ inline bool forward(const FastForwardArgs& a) {
   });
 }
 
+// torch's NCHW backward narrows one element at a time (NaN bits per element),
+// its channels_last one by vectors.
 inline bool backward(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const bool cl = a.in_l.channels_last;
-  const bool tiled_w2 = tiles_input(g) && g.kernel_w == 2;
+  const int row_c = tiled_row_channels(g, a.in_l);
+  const int64_t planes = tiled_row_planes(a.in_l);
   return dispatch_fast_types(a.dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    if (!cl) {
-      tiled_w2 ? backward_nchw_tiled_w2<T>(a) : backward_nchw_scatter<T>(a);
-    } else if (narrow_channels_last(g, a.in_l.c)) {
-      a.in_l.c == 1 ? backward_channels_last_narrow<T, 1>(a)
-                    : backward_channels_last_narrow<T, 2>(a);
+    if (row_c == 1 && !cl) {
+      backward_tiled_rows<T, 1, false, true>(a, planes);
+    } else if (row_c == 1) {
+      backward_tiled_rows<T, 1, false, false>(a, planes);
+    } else if (row_c == 2) {
+      backward_tiled_rows<T, 2, false, false>(a, planes);
+    } else if (!cl) {
+      backward_nchw_scatter<T>(a);
     } else if (tiles_input(g)) {
       backward_channels_last_tiled<T>(a);
     } else {
@@ -78,14 +98,16 @@ inline bool backward(const FastBackwardArgs& a) {
 inline bool unpool_argmax(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   if (a.dtype != c10::ScalarType::Float || !tiles_input(g)) return false;
-  if (!a.in_l.channels_last) {
-    if (g.kernel_w != 2) return false;
-    backward_nchw_tiled_w2<float, /*kCopy=*/true>(a);
-  } else if (narrow_channels_last(g, a.in_l.c)) {
-    a.in_l.c == 1 ? backward_channels_last_narrow<float, 1, /*kCopy=*/true>(a)
-                  : backward_channels_last_narrow<float, 2, /*kCopy=*/true>(a);
-  } else {
+  const int row_c = tiled_row_channels(g, a.in_l);
+  const int64_t planes = tiled_row_planes(a.in_l);
+  if (row_c == 1) {
+    backward_tiled_rows<float, 1, /*kCopy=*/true, false>(a, planes);
+  } else if (row_c == 2) {
+    backward_tiled_rows<float, 2, /*kCopy=*/true, false>(a, planes);
+  } else if (a.in_l.channels_last) {
     backward_channels_last_tiled<float, /*kCopy=*/true>(a);
+  } else {
+    return false;
   }
   return true;
 }

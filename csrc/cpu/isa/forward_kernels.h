@@ -6,6 +6,7 @@
 
 #include "../fast_paths.h"
 #include "poolx/elements.h"
+#include "stream_stores.h"
 #include "vec_io.h"
 
 namespace poolx {
@@ -87,7 +88,7 @@ void forward_nchw(const FastForwardArgs& a) {
 
 // channels_last, any geometry: one output pixel per step, kLanes channels
 // per vector.
-template <typename T, bool kArgmax>
+template <typename T, bool kArgmax, bool kStream>
 void forward_channels_last(const FastForwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const int64_t C = a.in_l.c;
@@ -119,15 +120,24 @@ void forward_channels_last(const FastForwardArgs& a) {
             }
           }
           if (c0 < torch_vector_channels) {
-            store_float(out + o + c0, best.value, n);
+            store_lanes<kStream, false>(out + o + c0, best.value, n);
           } else {
-            store_float_per_element_nan(out + o + c0, best.value, n);
+            store_lanes<kStream, true>(out + o + c0, best.value, n);
           }
-          if constexpr (kArgmax) store_argmax(a.argmax + o + c0, best.argmax, n);
+          if constexpr (kArgmax) store_argmax_lanes<kStream>(a.argmax + o + c0, best.argmax, n);
         }
       }
     }
+    if constexpr (kStream) stream_fence();
   });
+}
+
+template <typename T, bool kArgmax>
+void forward_channels_last(const FastForwardArgs& a) {
+  const int64_t C = a.in_l.c, outputs = a.out_l.n * C * a.g.out_h * a.g.out_w;
+  bool stream = worth_streaming(static_cast<T*>(a.values), C, outputs);
+  if (kArgmax) stream = stream && reinterpret_cast<uintptr_t>(a.argmax) % kLanes == 0;
+  with_streaming(stream, [&](auto s) { forward_channels_last<T, kArgmax, s.value>(a); });
 }
 
 }  // namespace POOLX_ISA_NAMESPACE

@@ -16,6 +16,13 @@ namespace POOLX_ISA_NAMESPACE {
 using Vec = at::vec::Vectorized<float>;
 constexpr int64_t kLanes = Vec::size();
 
+#if defined(CPU_CAPABILITY_AVX512)
+// The first n (< kLanes) lanes.
+inline __mmask16 lane_mask(int64_t n) {
+  return static_cast<__mmask16>((1u << n) - 1);
+}
+#endif
+
 template <typename T>
 inline Vec load_float(const T* p, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
@@ -97,25 +104,55 @@ inline std::pair<Vec, Vec> interleave_pixels(const Vec& even, const Vec& odd) {
 }
 
 // Argmax lanes are kept as small exact floats so they share the value masks.
+// (at::vec's uint8 vectors are 64 lanes wide and load a partial vector
+// through a buffer, so AVX-512 goes through 16-byte lanes directly.)
 inline Vec load_argmax(const uint8_t* p, int64_t n) {
+#if defined(CPU_CAPABILITY_AVX512)
+  const __m128i bytes = n >= kLanes ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+                                    : _mm_maskz_loadu_epi8(lane_mask(n), p);
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));
+#else
   return at::vec::convert<float>(at::vec::Vectorized<uint8_t>::loadu(p, std::min(n, kLanes)));
+#endif
 }
 
 inline void store_argmax(uint8_t* p, const Vec& argmax, int64_t n) {
+#if defined(CPU_CAPABILITY_AVX512)
+  const __m512i lanes = _mm512_cvttps_epi32(argmax);
+  if (n >= kLanes) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(lanes));
+  } else {
+    _mm512_mask_cvtepi32_storeu_epi8(p, lane_mask(n), lanes);
+  }
+#else
   at::vec::convert<uint8_t>(argmax).store(p, std::min(n, kLanes));
+#endif
 }
 
 // The running max of a window and the tap that holds it, lane by lane, with
-// PyTorch's rule: a candidate wins if greater or NaN.
+// PyTorch's rule: a candidate wins if greater or NaN. Starting from the first
+// tap equals starting from -inf: a -inf first tap keeps its bits and its tap.
 template <bool kArgmax>
 struct RunningMax {
   Vec value, argmax;
   explicit RunningMax(int64_t first_tap)
       : value(-std::numeric_limits<float>::infinity()), argmax(static_cast<float>(first_tap)) {}
+  RunningMax(const Vec& first, int64_t first_tap)
+      : value(first), argmax(static_cast<float>(first_tap)) {}
   inline void update(const Vec& v, int64_t tap) {
+#if defined(CPU_CAPABILITY_AVX512)
+    // mask registers: at::vec's comparisons widen each mask to a vector and back
+    const __mmask16 wins =
+        _mm512_cmp_ps_mask(v, value, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    value = _mm512_mask_mov_ps(value, wins, v);
+    if constexpr (kArgmax) {
+      argmax = _mm512_mask_mov_ps(argmax, wins, _mm512_set1_ps(static_cast<float>(tap)));
+    }
+#else
     const Vec wins = (v > value) | v.isnan();
     value = Vec::blendv(value, v, wins);
     if constexpr (kArgmax) argmax = Vec::blendv(argmax, Vec(static_cast<float>(tap)), wins);
+#endif
   }
 };
 
