@@ -100,7 +100,7 @@ def test_channels_last_few_channels(channels, dtype):
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
 def test_large_outputs(channels_last):
-    # outputs of several MB: huge-page advice on the outputs, streaming stores
+    # outputs of several MB: blocks from the output cache, streaming stores
     check_case((1, 4, 1536, 1536), torch.float32, channels_last, GEOMETRIES[0], False)
 
 
