@@ -263,3 +263,4 @@ def test_with_the_cache_on():
            os.path.join(here, "test_output_cache_stale.py"), "-k", "not test_with_the_cache_on"]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "skipped" not in done.stdout.splitlines()[-1], done.stdout[-4000:]
