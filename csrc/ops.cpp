@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include "cpu/output_cache.h"
 #include "kernels.h"
 #include "pool_args.h"
 
@@ -22,11 +23,11 @@ at::TensorOptions layout_of(const Tensor& like, at::MemoryFormat format) {
 }
 
 Tensor empty_pooled(const Tensor& batched, const Pool2dGeometry& g, at::TensorOptions opts) {
-  return at::empty({batched.size(0), batched.size(1), g.out_h, g.out_w}, opts);
+  return empty_output({batched.size(0), batched.size(1), g.out_h, g.out_w}, opts);
 }
 
 Tensor empty_unpooled(const Tensor& batched, const Pool2dGeometry& g, at::TensorOptions opts) {
-  return at::empty({batched.size(0), batched.size(1), g.in_h, g.in_w}, opts);
+  return empty_output({batched.size(0), batched.size(1), g.in_h, g.in_w}, opts);
 }
 
 void check_pool_dtype(const Tensor& t, const char* name, const char* op, bool allow_integral) {
@@ -141,7 +142,8 @@ Tensor argmax_to_indices(const Tensor& argmax, IntArrayRef input_hw, IntArrayRef
                          bool ceil_mode) {
   const ArgmaxProblem p = argmax_problem(argmax, Tensor(), input_hw, kernel_size, stride,
                                          padding, dilation, ceil_mode, "argmax_to_indices");
-  const Tensor indices = at::empty_like(p.argmax, p.argmax.options().dtype(at::kLong));
+  const Tensor indices =
+      empty_output(p.argmax.sizes(), layout_of(p.argmax, p.format).dtype(at::kLong));
   if (indices.numel() > 0) K().argmax_to_indices(p.argmax, indices, p.g);
   return unbatch_like(indices, argmax);
 }
@@ -196,8 +198,8 @@ Tensor max_unpool2d(const Tensor& input, const Tensor& indices, IntArrayRef outp
   const at::MemoryFormat format = pool_memory_format(input);
   const Tensor in4 = as_batched(input, format);
   const Tensor idx4 = as_batched(indices, format);
-  const Tensor out = at::empty({in4.size(0), in4.size(1), output_size[0], output_size[1]},
-                               layout_of(in4, format));
+  const Tensor out = empty_output({in4.size(0), in4.size(1), output_size[0], output_size[1]},
+                                  layout_of(in4, format));
   if (out.numel() > 0) K().max_unpool2d_indices(in4, idx4, out);
   return unbatch_like(out, input);
 }
@@ -230,6 +232,9 @@ TORCH_LIBRARY(poolx, m) {
   m.def("max_unpool2d_argmax(Tensor values, Tensor argmax, SymInt[2] input_size, " POOL_ARGS
         ") -> Tensor");
   m.def("max_unpool2d(Tensor input, Tensor indices, SymInt[2] output_size) -> Tensor");
+  // The CPU output cache (csrc/cpu/output_cache.h): no tensors in, so one kernel for all keys.
+  m.def("empty_cpu_cache() -> ()", &poolx::empty_cpu_cache);
+  m.def("cpu_cache_stats() -> int[]", &poolx::cpu_cache_stats);
 }
 
 TORCH_LIBRARY_IMPL(poolx, CPU, m) { poolx::register_backend<poolx::cpu_kernels>(m); }

@@ -2,6 +2,7 @@
 in one pass and moves the fewest bytes a correct kernel can."""
 
 from poolx import _registrations, _unpool_autograd  # noqa: F401  (fake kernels, autograd)
+from poolx._cache import cpu_cache_stats, empty_cache
 from poolx._convert import convert
 from poolx.functional import (
     argmax_to_indices,
@@ -23,6 +24,8 @@ __all__ = [
     "argmax_to_indices",
     "argmax_to_mask",
     "convert",
+    "cpu_cache_stats",
+    "empty_cache",
     "max_pool2d",
     "max_pool2d_backward",
     "max_pool2d_with_argmax",

@@ -6,7 +6,6 @@
 #include "../kernels.h"
 #include "../tensor_layout.h"
 #include "fast_paths.h"
-#include "huge_pages.h"
 #include "parallel_elements.h"
 #include "poolx/element_ops.h"
 
@@ -22,8 +21,6 @@ using at::Tensor;
 
 void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
              const Pool2dGeometry& g) {
-  advise_huge_pages(values);
-  advise_huge_pages(argmax);
   if (fast_forward(input, values, argmax, g)) return;
   const Layout4d in_l = layout_of(input), out_l = layout_of(values);
   const at::ScalarType am_type = argmax.defined() ? argmax.scalar_type() : at::kByte;
@@ -40,7 +37,6 @@ void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
 
 void backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& grad_input,
               const Pool2dGeometry& g) {
-  advise_huge_pages(grad_input);
   if (fast_backward(grad_output, argmax, grad_input, g)) return;
   const Layout4d out_l = layout_of(grad_output), in_l = layout_of(grad_input);
   POOLX_DISPATCH_GRAD_TYPES(grad_output.scalar_type(), "poolx_max_pool2d_backward_cpu", [&] {
