@@ -28,9 +28,13 @@ class MaxPool2dArgmax(torch.autograd.Function):
         ctx.mark_non_differentiable(output[1])
         ctx.save_for_backward(output[1])
         ctx.save_for_forward(output[1])
+        # else autograd fills a zero "gradient" for the argmax on every backward
+        ctx.set_materialize_grads(False)
 
     @staticmethod
     def backward(ctx, grad_values, _grad_argmax):
+        if grad_values is None:
+            return (None, *_NO_GRADS)
         (argmax,) = ctx.saved_tensors
         grad = RouteToInput.apply(grad_values, argmax, ctx.input_hw, *ctx.pool_args)
         return (grad, *_NO_GRADS)

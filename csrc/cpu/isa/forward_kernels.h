@@ -65,6 +65,7 @@ void forward_nchw(const FastForwardArgs& a) {
         for (int64_t kh = taps_h.begin; kh < taps_h.end; ++kh) {
           const T* row = plane + (h0 + kh * g.dilation_h) * g.in_w;
           const int64_t start = ow0 * g.stride_w - g.pad_w;
+          prefetch_ahead(row + start);
           if (g.stride_w == 1) {
             for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
               best.update(load_float(row + start + kw, n), kh * g.kernel_w + kw);
@@ -115,6 +116,7 @@ void forward_channels_last(const FastForwardArgs& a) {
           for (int64_t kh = taps_h.begin; kh < taps_h.end; ++kh) {
             const T* row = image + (h0 + kh * g.dilation_h) * g.in_w * C + c0;
             for (int64_t kw = taps_w.begin; kw < taps_w.end; ++kw) {
+              prefetch_ahead(row + (w0 + kw * g.dilation_w) * C);
               best.update(load_float(row + (w0 + kw * g.dilation_w) * C, n),
                           kh * g.kernel_w + kw);
             }

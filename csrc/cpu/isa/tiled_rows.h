@@ -24,6 +24,8 @@ inline bool tiles_rows_w2(const Pool2dGeometry& g) {
 // A window row's 2 * n elements from `p`, split into taps kw = 0 and 1.
 template <int kC, typename T>
 inline std::pair<Vec, Vec> load_pixel_pairs(const T* p, int64_t n) {
+  prefetch_ahead(p);
+  prefetch_ahead(p + kLanes);
   const Vec lo = load_float(p, std::min(2 * n, kLanes));
   const Vec hi = n * 2 > kLanes ? load_float(p + kLanes, 2 * n - kLanes) : Vec(0.f);
   return deinterleave_pixels<kC>(lo, hi);
