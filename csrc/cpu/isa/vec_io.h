@@ -23,12 +23,44 @@ inline __mmask16 lane_mask(int64_t n) {
 }
 #endif
 
+// kLanes 16-bit elements fill half of an at::vec vector of them, whose
+// partial loads and stores go through a buffer (a memcpy per vector). They
+// move as 256-bit (AVX-512, masked when partial) or full 128-bit (AVX2) lanes
+// instead; the bits are the same: widening is exact, narrowing is at::vec's.
+#if defined(CPU_CAPABILITY_AVX512)
+template <typename T>
+inline Vec widen_16bit(__m256i h) {
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else {
+    return _mm512_cvtph_ps(h);
+  }
+}
+#elif defined(CPU_CAPABILITY_AVX2)
+template <typename T>
+inline Vec widen_16bit(__m128i h) {
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  } else {
+    return _mm256_cvtph_ps(h);
+  }
+}
+#endif
+
 template <typename T>
 inline Vec load_float(const T* p, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     return n >= kLanes ? Vec::loadu(p) : Vec::loadu(p, n);
   } else {
+#if defined(CPU_CAPABILITY_AVX512)
+    return widen_16bit<T>(n >= kLanes ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
+                                      : _mm256_maskz_loadu_epi16(lane_mask(n), p));
+#else
+#if defined(CPU_CAPABILITY_AVX2)
+    if (n >= kLanes) return widen_16bit<T>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#endif
     return at::vec::convert<float>(at::vec::Vectorized<T>::loadu(p, std::min(n, kLanes)));
+#endif
   }
 }
 
@@ -46,7 +78,23 @@ inline void store_float(T* p, const Vec& v, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     v.store(p, std::min(n, kLanes));
   } else {
-    at::vec::convert<T>(v).store(p, std::min(n, kLanes));
+    const auto narrow = at::vec::convert<T>(v);
+#if defined(CPU_CAPABILITY_AVX512)
+    const __m256i lanes = _mm512_castsi512_si256(narrow);
+    if (n >= kLanes) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), lanes);
+    } else {
+      _mm256_mask_storeu_epi16(p, lane_mask(n), lanes);
+    }
+#else
+#if defined(CPU_CAPABILITY_AVX2)
+    if (n >= kLanes) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(narrow));
+      return;
+    }
+#endif
+    narrow.store(p, std::min(n, kLanes));
+#endif
   }
 }
 
