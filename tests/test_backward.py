@@ -112,3 +112,19 @@ def test_grad_output_in_any_layout(device):
                 (grad,) = torch.autograd.grad(y, x, grad_out, retain_graph=True)
                 expected = torch_grad(x, pool, grad_out)
                 assert_identical(grad, expected, f"{pool} | {layout} | grad_output {name}")
+
+
+@pytest.mark.parametrize("save", ["argmax", "recompute"])
+def test_backward_runs_only_the_routing_kernel(save):
+    """One pass and no fill: autograd must not materialize a zero gradient for
+    the non-differentiable argmax output (a fill of its size per backward)."""
+    x = torch.randn(2, 3, 16, 16, requires_grad=True)
+    y = poolx.max_pool2d(x, 2, save=save)
+    g = torch.randn_like(y)
+    with torch.profiler.profile() as prof:
+        y.backward(g)
+    names = {e.name for e in prof.events()}
+    assert "poolx::max_pool2d_backward" in names
+    filled = sorted(n for n in names if n in ("aten::zeros", "aten::zeros_like", "aten::fill_",
+                                                "aten::zero_"))
+    assert not filled, f"backward filled a tensor: {filled}"
