@@ -137,8 +137,7 @@ void forward_channels_last(const FastForwardArgs& a) {
 template <typename T, bool kArgmax>
 void forward_channels_last(const FastForwardArgs& a) {
   const int64_t C = a.in_l.c, outputs = a.out_l.n * C * a.g.out_h * a.g.out_w;
-  bool stream = worth_streaming(static_cast<T*>(a.values), C, outputs);
-  if (kArgmax) stream = stream && reinterpret_cast<uintptr_t>(a.argmax) % kLanes == 0;
+  const bool stream = worth_streaming(static_cast<T*>(a.values), C, outputs, a.argmax);
   with_streaming(stream, [&](auto s) { forward_channels_last<T, kArgmax, s.value>(a); });
 }
 

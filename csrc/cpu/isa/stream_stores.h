@@ -27,11 +27,13 @@ inline bool vector_aligned(const T* p) {
 
 // Streaming pays off when the output is large and its rows of `row` elements
 // keep every vector aligned (then no cache line is written by both kinds of
-// store).
+// store); an argmax written beside it (row bytes per row) must start aligned too.
 template <typename T>
-inline bool worth_streaming(const T* base, int64_t row, int64_t total) {
+inline bool worth_streaming(const T* base, int64_t row, int64_t total,
+                            const uint8_t* argmax = nullptr) {
   return kCanStream && total * static_cast<int64_t>(sizeof(T)) >= kStreamMinBytes &&
-         row % kLanes == 0 && vector_aligned(base);
+         row % kLanes == 0 && vector_aligned(base) &&
+         reinterpret_cast<uintptr_t>(argmax) % kLanes == 0;
 }
 
 // Issued by each thread after its last streaming store: they are weakly
@@ -63,22 +65,13 @@ inline void stream_vector(T* p, const Vec& v) {
 #endif
 }
 
-template <typename T>
-inline bool has_nan_lane(const Vec& v) {
-  if constexpr (std::is_same_v<T, c10::BFloat16>) {
-    return v.isnan().zero_mask() != (1 << kLanes) - 1;
-  } else {
-    return false;
-  }
-}
-
 // n lanes of v at p. kNanPerElement: bfloat16 NaNs get the bits of c10's
 // scalar conversion (see store_float_per_element_nan); such rare vectors take
 // the ordinary store.
 template <bool kStream, bool kNanPerElement, typename T>
 inline void store_lanes(T* p, const Vec& v, int64_t n) {
   if constexpr (kStream) {
-    if (n >= kLanes && vector_aligned(p) && !(kNanPerElement && has_nan_lane<T>(v))) {
+    if (n >= kLanes && vector_aligned(p) && !(kNanPerElement && has_bf16_nan<T>(v))) {
       stream_vector(p, v);
       return;
     }

@@ -71,8 +71,8 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
 template <typename T, bool kArgmax, int kC>
 void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
   const int64_t outputs = planes * a.g.out_h * a.g.out_w * kC;
-  bool stream = worth_streaming(static_cast<T*>(a.values), a.g.out_w * kC, outputs);
-  if (kArgmax) stream = stream && reinterpret_cast<uintptr_t>(a.argmax) % kLanes == 0;
+  const bool stream =
+      worth_streaming(static_cast<T*>(a.values), a.g.out_w * kC, outputs, a.argmax);
   with_streaming(stream, [&](auto s) { forward_tiled_rows<T, kArgmax, kC, s.value>(a, planes); });
 }
 

@@ -101,12 +101,22 @@ inline void store_float(T* p, const Vec& v, int64_t n) {
 // torch's NCHW kernels narrow one element at a time, and c10's scalar
 // bfloat16 conversion turns any NaN into 0x7FC0, where at::vec's gives
 // 0xFFFF (which torch's channels_last kernels produce). NCHW stores use this.
+// Whether storing v as T gives NaN bits that depend on how it is narrowed
+// (only bfloat16 lanes holding a NaN).
+template <typename T>
+inline bool has_bf16_nan(const Vec& v) {
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    return v.isnan().zero_mask() != (1 << kLanes) - 1;
+  } else {
+    return false;
+  }
+}
+
 template <typename T>
 inline void store_float_per_element_nan(T* p, const Vec& v, int64_t n) {
   store_float(p, v, n);
   if constexpr (std::is_same_v<T, c10::BFloat16>) {
-    constexpr int kNoLaneNan = (1 << kLanes) - 1;
-    if (v.isnan().zero_mask() != kNoLaneNan) {
+    if (has_bf16_nan<T>(v)) {
       float lanes[kLanes];
       v.store(lanes);
       for (int64_t i = 0; i < std::min(n, kLanes); ++i) {
