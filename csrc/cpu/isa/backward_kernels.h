@@ -83,7 +83,7 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
           const Vec grad = load_float(go + o + c0, n);
           const Vec argmax = load_argmax(a.argmax + o + c0, n);
           for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-            store_lanes<kStream, false>(window + kw * C + c0,
+            store_lanes<kStream, true>(window + kw * C + c0,
                                         select_grad<kCopy>(grad, argmax, kh * g.kernel_w + kw), n);
           }
         }
@@ -146,7 +146,7 @@ void backward_channels_last(const FastBackwardArgs& a) {
             // sum + 0 == sum here: a sum that starts at +0 is never -0
             sum = sum + select_grad(load_float(go + o, n), load_argmax(a.argmax + o, n), tap[k]);
           }
-          store_float(gi_px + c0, sum, n);
+          store_float_per_element_nan(gi_px + c0, sum, n);
         }
       }
     }

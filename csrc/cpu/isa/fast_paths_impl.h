@@ -66,8 +66,6 @@ inline bool forward(const FastForwardArgs& a) {
   });
 }
 
-// torch's NCHW backward narrows one element at a time (NaN bits per element),
-// its channels_last one by vectors.
 inline bool backward(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const bool cl = a.in_l.channels_last;
@@ -75,12 +73,10 @@ inline bool backward(const FastBackwardArgs& a) {
   const int64_t planes = tiled_row_planes(a.in_l);
   return dispatch_fast_types(a.dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    if (row_c == 1 && !cl) {
-      backward_tiled_rows<T, 1, false, true>(a, planes);
-    } else if (row_c == 1) {
-      backward_tiled_rows<T, 1, false, false>(a, planes);
+    if (row_c == 1) {
+      backward_tiled_rows<T, 1, false>(a, planes);
     } else if (row_c == 2) {
-      backward_tiled_rows<T, 2, false, false>(a, planes);
+      backward_tiled_rows<T, 2, false>(a, planes);
     } else if (!cl) {
       backward_nchw_scatter<T>(a);
     } else if (tiles_input(g)) {
@@ -101,9 +97,9 @@ inline bool unpool_argmax(const FastBackwardArgs& a) {
   const int row_c = tiled_row_channels(g, a.in_l);
   const int64_t planes = tiled_row_planes(a.in_l);
   if (row_c == 1) {
-    backward_tiled_rows<float, 1, /*kCopy=*/true, false>(a, planes);
+    backward_tiled_rows<float, 1, /*kCopy=*/true>(a, planes);
   } else if (row_c == 2) {
-    backward_tiled_rows<float, 2, /*kCopy=*/true, false>(a, planes);
+    backward_tiled_rows<float, 2, /*kCopy=*/true>(a, planes);
   } else if (a.in_l.channels_last) {
     backward_channels_last_tiled<float, /*kCopy=*/true>(a);
   } else {

@@ -80,7 +80,7 @@ void forward_nchw(const FastForwardArgs& a) {
             }
           }
         }
-        store_float_per_element_nan(out_row + ow0, best.value, n);
+        store_float_per_element_nan<T, /*kExact=*/true>(out_row + ow0, best.value, n);
         if constexpr (kArgmax) store_argmax(am_row + ow0, best.argmax, n);
       }
     }

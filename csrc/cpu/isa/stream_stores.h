@@ -44,14 +44,14 @@ inline void stream_fence() {
 #endif
 }
 
+// Exact narrowing, as for store_lanes.
 template <typename T>
 inline void stream_vector(T* p, const Vec& v) {
 #if defined(CPU_CAPABILITY_AVX512)
   if constexpr (std::is_same_v<T, float>) {
     _mm512_stream_ps(p, v);
   } else {
-    const __m512i narrow = at::vec::convert<T>(v);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), _mm512_castsi512_si256(narrow));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), narrow_16bit<T, true>(v));
   }
 #elif defined(CPU_CAPABILITY_AVX2)
   if constexpr (std::is_same_v<T, float>) {
@@ -65,9 +65,10 @@ inline void stream_vector(T* p, const Vec& v) {
 #endif
 }
 
-// n lanes of v at p. kNanPerElement: bfloat16 NaNs get the bits of c10's
-// scalar conversion (see store_float_per_element_nan); such rare vectors take
-// the ordinary store.
+// n lanes of v at p; the lanes are T values widened (pooled maxima, routed
+// gradients), so they narrow exactly. kNanPerElement: bfloat16 NaNs get the
+// bits of c10's scalar conversion (see store_float_per_element_nan); such
+// rare vectors take the ordinary store.
 template <bool kStream, bool kNanPerElement, typename T>
 inline void store_lanes(T* p, const Vec& v, int64_t n) {
   if constexpr (kStream) {
@@ -77,9 +78,9 @@ inline void store_lanes(T* p, const Vec& v, int64_t n) {
     }
   }
   if constexpr (kNanPerElement) {
-    store_float_per_element_nan(p, v, n);
+    store_float_per_element_nan<T, true>(p, v, n);
   } else {
-    store_float(p, v, n);
+    store_float<T, true>(p, v, n);
   }
 }
 

@@ -77,8 +77,9 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
 }
 
 // Each input row is written once, from one output row (zeros where floor
-// mode dropped rows or columns). kNanPerElement as in store_lanes.
-template <typename T, int kC, bool kCopy, bool kNanPerElement, bool kStream>
+// mode dropped rows or columns). torch's backward narrows per element, in
+// both layouts.
+template <typename T, int kC, bool kCopy, bool kStream>
 void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
   const Pool2dGeometry& g = a.g;
   const T* go = static_cast<const T*>(a.grad_output);
@@ -100,9 +101,9 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
           const auto [lo, hi] =
               interleave_pixels<kC>(select_grad<kCopy>(grad, argmax, kh * 2),
                                     select_grad<kCopy>(grad, argmax, kh * 2 + 1));
-          store_lanes<kStream, kNanPerElement>(gi_row + 2 * i0, lo, std::min(2 * n, kLanes));
+          store_lanes<kStream, true>(gi_row + 2 * i0, lo, std::min(2 * n, kLanes));
           if (2 * n > kLanes) {
-            store_lanes<kStream, kNanPerElement>(gi_row + 2 * i0 + kLanes, hi, 2 * n - kLanes);
+            store_lanes<kStream, true>(gi_row + 2 * i0 + kLanes, hi, 2 * n - kLanes);
           }
         }
         fill_zero<kStream>(gi_row + 2 * out_row, in_row - 2 * out_row);
@@ -120,12 +121,12 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
   });
 }
 
-template <typename T, int kC, bool kCopy, bool kNanPerElement>
+template <typename T, int kC, bool kCopy>
 void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
   const int64_t inputs = planes * a.g.in_h * a.g.in_w * kC;
   const bool stream = worth_streaming(static_cast<T*>(a.grad_input), a.g.in_w * kC, inputs);
   with_streaming(stream, [&](auto s) {
-    backward_tiled_rows<T, kC, kCopy, kNanPerElement, s.value>(a, planes);
+    backward_tiled_rows<T, kC, kCopy, s.value>(a, planes);
   });
 }
 

@@ -73,20 +73,37 @@ inline void prefetch_ahead(const T* p) {
   __builtin_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes);
 }
 
-template <typename T>
+#if defined(CPU_CAPABILITY_AVX512)
+// v in T's 16-bit lanes, as at::vec narrows it. kExact: every lane is a T
+// value widened (a max of inputs, a routed gradient, zero), so bfloat16
+// rounding keeps the upper half: two instructions instead of at::vec's
+// rounding sequence, with its 0xFFFF for NaN kept.
+template <typename T, bool kExact>
+inline __m256i narrow_16bit(const Vec& v) {
+  if constexpr (kExact && std::is_same_v<T, c10::BFloat16>) {
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    const __m512i upper = _mm512_srli_epi32(_mm512_castps_si512(v), 16);
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(upper, nan, _mm512_set1_epi32(0xFFFF)));
+  } else {
+    return _mm512_castsi512_si256(at::vec::convert<T>(v));
+  }
+}
+#endif
+
+template <typename T, bool kExact = false>
 inline void store_float(T* p, const Vec& v, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     v.store(p, std::min(n, kLanes));
   } else {
-    const auto narrow = at::vec::convert<T>(v);
 #if defined(CPU_CAPABILITY_AVX512)
-    const __m256i lanes = _mm512_castsi512_si256(narrow);
+    const __m256i lanes = narrow_16bit<T, kExact>(v);
     if (n >= kLanes) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), lanes);
     } else {
       _mm256_mask_storeu_epi16(p, lane_mask(n), lanes);
     }
 #else
+    const auto narrow = at::vec::convert<T>(v);
 #if defined(CPU_CAPABILITY_AVX2)
     if (n >= kLanes) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(narrow));
@@ -106,15 +123,19 @@ inline void store_float(T* p, const Vec& v, int64_t n) {
 template <typename T>
 inline bool has_bf16_nan(const Vec& v) {
   if constexpr (std::is_same_v<T, c10::BFloat16>) {
+#if defined(CPU_CAPABILITY_AVX512)
+    return _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) != 0;
+#else
     return v.isnan().zero_mask() != (1 << kLanes) - 1;
+#endif
   } else {
     return false;
   }
 }
 
-template <typename T>
+template <typename T, bool kExact = false>
 inline void store_float_per_element_nan(T* p, const Vec& v, int64_t n) {
-  store_float(p, v, n);
+  store_float<T, kExact>(p, v, n);
   if constexpr (std::is_same_v<T, c10::BFloat16>) {
     if (has_bf16_nan<T>(v)) {
       float lanes[kLanes];
@@ -133,14 +154,6 @@ inline std::pair<Vec, Vec> load_even_odd(const T* p, int64_t n) {
   const Vec lo = load_float(p, std::min(n, kLanes));
   const Vec hi = n > kLanes ? load_float(p + kLanes, n - kLanes) : Vec(0.f);
   return at::vec::deinterleave2(lo, hi);
-}
-
-// Inverse of load_even_odd: stores even[i], odd[i] alternately (NCHW rows).
-template <typename T>
-inline void store_even_odd(T* p, const Vec& even, const Vec& odd, int64_t n) {
-  const auto [lo, hi] = at::vec::interleave2(even, odd);
-  store_float_per_element_nan(p, lo, std::min(n, kLanes));
-  if (n > kLanes) store_float_per_element_nan(p + kLanes, hi, n - kLanes);
 }
 
 // Pixels of kC channels (kC in {1, 2}) alternately sent to two vectors: the
