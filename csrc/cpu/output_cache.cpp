@@ -58,6 +58,18 @@ void unmap(const std::list<Block>& blocks) {
   for (const Block& b : blocks) munmap(b.ptr, b.size);
 }
 
+// Asks for transparent huge pages on the whole 2 MiB pages inside [p, p + n):
+// 512x fewer first-touch faults. Advice only: THP off or an old kernel
+// changes nothing.
+void advise_huge_pages(void* p, size_t n) {
+#if defined(MADV_HUGEPAGE)
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t first = (begin + kBlockAlign - 1) & ~(kBlockAlign - 1);
+  const uintptr_t last = (begin + n) & ~(kBlockAlign - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#endif
+}
+
 // size bytes at a 2 MiB boundary (over-map, trim both ends), or nullptr.
 void* map_aligned(size_t size) {
   const size_t span = size + kBlockAlign;
@@ -69,9 +81,7 @@ void* map_aligned(size_t size) {
   if (start > begin) munmap(raw, start - begin);
   if (begin + span > end) munmap(reinterpret_cast<void*>(end), begin + span - end);
   void* ptr = reinterpret_cast<void*>(start);
-#if defined(MADV_HUGEPAGE)
-  madvise(ptr, size, MADV_HUGEPAGE);  // advice only: THP off or an old kernel changes nothing
-#endif
+  advise_huge_pages(ptr, size);
   return ptr;
 }
 
@@ -212,12 +222,17 @@ class OutputCache final : public c10::Allocator {
 at::Tensor empty_output(at::IntArrayRef sizes, const at::TensorOptions& opts) {
   const bool plain_cpu =
       opts.device().is_cpu() && opts.layout() == at::kStrided && !opts.pinned_memory();
-  if (!plain_cpu || cap_bytes() == 0) return at::empty(sizes, opts);
+  if (!plain_cpu) return at::empty(sizes, opts);
   uint64_t numel = 0;
   // an overflowing size is left to at::empty's error
   if (c10::safe_multiplies_u64(sizes, &numel) ||
       numel * opts.dtype().itemsize() < kMinCachedBytes) {
     return at::empty(sizes, opts);
+  }
+  if (cap_bytes() == 0) {  // off: torch's allocator, still with huge pages
+    at::Tensor out = at::empty(sizes, opts);
+    advise_huge_pages(out.data_ptr(), out.nbytes());
+    return out;
   }
   return at::detail::empty_generic(sizes, &OutputCache::get(),
                                    c10::DispatchKeySet(c10::DispatchKey::CPU),
