@@ -98,12 +98,14 @@ def routed_grad(grad_out, indices, in_hw, dtype=None):
 
 
 def torch_grad(x, pool, grad_out):
-    """torch's input gradient, in torch's layout; float16/bfloat16 sums are
-    computed in float32 and rounded once, as poolx accumulates them in float."""
+    """torch's input gradient for x's device, in torch's layout. torch's CPU
+    kernel adds into the float16/bfloat16 gradient (rounding after every add),
+    its CUDA kernel sums in float32 and rounds once; poolx does as torch does on
+    each, so on CUDA the reference is the float32 gradient rounded once."""
     with single_threaded():
         xr = x.detach().cpu().requires_grad_()
         (g,) = torch.autograd.grad(F.max_pool2d(xr, **pool.kwargs()), xr, grad_out.cpu())
-        if x.dtype in (torch.float16, torch.bfloat16):
+        if x.is_cuda and x.dtype in (torch.float16, torch.bfloat16):
             xw = xr.detach().float().requires_grad_()
             grad_w = grad_out.cpu().float()
             (gw,) = torch.autograd.grad(F.max_pool2d(xw, **pool.kwargs()), xw, grad_w)

@@ -63,20 +63,20 @@ def check_case(shape, dtype, channels_last, geometry, ceil_mode):
     args = dict(kernel_size=kernel, stride=stride, padding=padding, dilation=dilation,
                 ceil_mode=ceil_mode)
     x = planted_input(shape, dtype, channels_last)
-    ref_x = x.float().requires_grad_(True)
+    ref_x = x.detach().clone().requires_grad_(True)
     ref, ref_idx = F.max_pool2d(ref_x, return_indices=True, **args)
     g = planted_grad(ref.shape, dtype, x)
-    ref.backward(g.float())
+    ref.backward(g)  # in dtype: torch rounds a 16-bit gradient sum after every add
 
     with torch.no_grad():
-        assert_identical(poolx.max_pool2d(x, **args), ref.to(dtype))
+        assert_identical(poolx.max_pool2d(x, **args), ref)
     values, argmax = poolx.max_pool2d_with_argmax(x, **args)
-    assert_identical(values, ref.to(dtype))
+    assert_identical(values, ref)
     assert values.is_contiguous(memory_format=torch.channels_last) == channels_last or x.size(1) == 1
     indices = poolx.argmax_to_indices(argmax, x.shape, **args)
     torch.testing.assert_close(indices, ref_idx, rtol=0, atol=0)
     grad = poolx.max_pool2d_backward(g, argmax, x.shape, **args)
-    assert_identical(grad, ref_x.grad.to(dtype))
+    assert_identical(grad, ref_x.grad)
 
 
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=str)
@@ -164,22 +164,48 @@ NAN_BIT_CASES = [((2, 3, 9, 37), False), ((1, 8, 1537, 1536), False), ((2, 40, 6
 @pytest.mark.parametrize("shape, channels_last", NAN_BIT_CASES, ids=str)
 def test_bfloat16_nan_bits_match_torch(shape, channels_last):
     """torch narrows NaN to 0x7FC0 per element and to 0xFFFF by vectors; the
-    bit patterns of values and gradients must agree, not just "both NaN"."""
+    bit patterns of values and gradients must agree, not just "both NaN".
+    Upstream NaNs of every kind (quiet, signalling, negative) are planted."""
     x = planted_input(shape, torch.bfloat16, channels_last)
     # tiled, and overlapping windows (the summing backward kernels)
     for args in (dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)):
         ref_x = x.detach().clone().requires_grad_(True)
         ref = F.max_pool2d(ref_x, **args)
         g = planted_grad(ref.shape, torch.bfloat16, x)
-        g[..., 1::3, ::2] = float("nan")
+        nan_kinds = torch.tensor([0x7FC0, 0x7F81, -0x40, -1, 0x7FFF], dtype=torch.int16)
+        nan = g.view(torch.int16)[..., 1::3, ::2]
+        nan.copy_(nan_kinds[torch.randint(0, len(nan_kinds), nan.shape)])
         ref.backward(g)
         values, argmax = poolx.max_pool2d_with_argmax(x, **args)
         grad = poolx.max_pool2d_backward(g, argmax, x.shape, **args)
         for actual, expected in ((values, ref.detach()), (grad, ref_x.grad)):
-            nan = torch.isnan(expected)
-            assert nan.any()
-            # overlapping windows: poolx sums a bfloat16 gradient in float and
-            # rounds once (README), so only the NaNs are bit-compared there
-            where = nan if "stride" in args and expected is ref_x.grad else torch.ones_like(nan)
-            assert torch.equal(actual.view(torch.int16)[where],
-                               expected.view(torch.int16)[where]), args
+            assert torch.isnan(expected).any()
+            assert torch.equal(actual.view(torch.int16), expected.view(torch.int16)), args
+
+
+NAN_PAYLOADS = {  # quiet, signalling, negative and all-ones NaNs of each width
+    torch.int16: [0x7E01, 0x7C01, -0x1FF, -1, 0x7FC1, 0x7F81, -0x3F],
+    torch.int32: [0x7FC00001, 0x7F800001, -0x3FFFFF, -1],
+    torch.int64: [0x7FF8000000000001, 0x7FF0000000000001, -0x7FFFFFFFFFFFF, -1],
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.float64], ids=str)
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+def test_nan_gradient_bits_match_torch(dtype, channels_last):
+    """Overlapping windows sum NaN gradients of every kind; where two NaNs meet
+    torch keeps the first (the sum's) payload, and poolx must give its bits."""
+    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]
+    payloads = torch.tensor(NAN_PAYLOADS[bits], dtype=bits)  # some are finite in bfloat16
+    x = planted_input((2, 5, 17, 23), dtype, channels_last)
+    for args in (dict(kernel_size=3, stride=1, padding=1), dict(kernel_size=(1, 3), stride=1)):
+        ref_x = x.detach().clone().requires_grad_(True)
+        ref = F.max_pool2d(ref_x, **args)
+        g = planted_grad(ref.shape, dtype, x)
+        where = torch.rand(g.shape) < 0.3
+        g.view(bits)[where] = payloads[torch.randint(0, len(payloads), (int(where.sum()),))]
+        ref.backward(g)
+        _, argmax = poolx.max_pool2d_with_argmax(x, **args)
+        grad = poolx.max_pool2d_backward(g, argmax, x.shape, **args)
+        assert torch.isnan(ref_x.grad).sum() > 10
+        assert torch.equal(grad.view(bits), ref_x.grad.view(bits)), args

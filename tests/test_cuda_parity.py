@@ -151,6 +151,15 @@ def test_forward_matches_cpu(with_cuda_kernels, config, dtype, layout):
     assert_parity(lambda: ops.max_pool2d_values(xc, *args), lambda: ops.max_pool2d_values(x, *args))
 
 
+def backward_summing_as_on(device, grad, argmax, in_hw, args):
+    """poolx's backward sums as torch does on each device: on CPU a 16-bit sum
+    rounds after every add, on CUDA it is summed in float32 and rounded once,
+    so the CPU reference for CUDA runs in float32 and rounds at the end."""
+    if device == "cuda" or grad.dtype not in (torch.float16, torch.bfloat16):
+        return ops.max_pool2d_backward(grad, argmax, in_hw, *args)
+    return ops.max_pool2d_backward(grad.float(), argmax, in_hw, *args).to(grad.dtype)
+
+
 def run_argmax_ops(x, grad, src, colliding, args, device):
     """Every op that consumes an argmax, on `device`, from CPU inputs."""
     x, grad, src, colliding = (t.to(device) for t in (x, grad, src, colliding))
@@ -158,7 +167,7 @@ def run_argmax_ops(x, grad, src, colliding, args, device):
     in_hw = list(x.shape[-2:])
     indices = ops.argmax_to_indices(argmax, in_hw, *args)
     return {
-        "backward": lambda: ops.max_pool2d_backward(grad, argmax, in_hw, *args),
+        "backward": lambda: backward_summing_as_on(device, grad, argmax, in_hw, args),
         "indices": lambda: ops.argmax_to_indices(argmax, in_hw, *args),
         "mask": lambda: ops.argmax_to_mask(argmax, in_hw, *args),
         "gather": lambda: ops.gather_by_argmax(src, argmax, *args),

@@ -159,7 +159,8 @@ cudaError_t max_pool2d_backward(const scalar_t* grad_output, const argmax_t* arg
     }
   }
   return launch_for_each_element(
-      in_l, BackwardElem<scalar_t, argmax_t>{grad_output, argmax, grad_input, out_l, g}, stream);
+      in_l, BackwardElem<scalar_t, argmax_t, /*sum_t=*/acc_t<scalar_t>>{
+                 grad_output, argmax, grad_input, out_l, g}, stream);
 }
 
 // Unpool by argmax: in a tiled geometry every input lies in at most one

@@ -17,8 +17,9 @@ namespace POOLX_ISA_NAMESPACE {
 
 // Any geometry: zero one plane of float sums (cache-resident), add each
 // output's gradient at its selected tap in output order, the order in which
-// the per-element gather sums, so results agree bit for bit; 16-bit types sum
-// in a per-thread float plane and round once, as the element function does.
+// torch's CPU kernel and the per-element gather sum, so results agree bit for
+// bit; 16-bit types sum in a per-thread float plane rounded to T after every
+// add, as torch adds into the element type.
 template <typename T>
 void backward_nchw_scatter(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
@@ -46,14 +47,15 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
           const int64_t ih = h0 + tap_h[am_row[ow]];
           const int64_t iw = ow * g.stride_w - g.pad_w + tap_w[am_row[ow]];
           if (ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w) {
-            sums[ih * g.in_w + iw] += static_cast<float>(go_row[ow]);
+            float& sum = sums[ih * g.in_w + iw];
+            sum = round_to<T>(add_keeping_first_nan(sum, static_cast<float>(go_row[ow])));
           }
         }
       }
       if constexpr (!std::is_same_v<T, float>) {
         for (int64_t i = 0; i < plane_size; i += kLanes) {
           const int64_t n = std::min(kLanes, plane_size - i);
-          store_float_per_element_nan(gi + p * plane_size + i, load_float(sums + i, n), n);
+          store_float_per_element_nan<T, true>(gi + p * plane_size + i, load_float(sums + i, n), n);
         }
       }
     }
@@ -103,7 +105,10 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
 
 // channels_last, any geometry: each input pixel gathers, kLanes channels at
 // a time, from the windows covering it in output order (listed once per
-// pixel, so the channel loop does no index arithmetic).
+// pixel, so the channel loop does no index arithmetic); a 16-bit sum rounds
+// to T after every add, as torch's CPU kernel adds into the element type.
+constexpr int64_t kSumChains = 4;
+
 template <typename T>
 void backward_channels_last(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
@@ -138,15 +143,26 @@ void backward_channels_last(const FastBackwardArgs& a) {
           }
         }
         T* gi_px = gi + (r * g.in_w + iw) * C;
-        for (int64_t c0 = 0; c0 < C; c0 += kLanes) {
-          const int64_t n = std::min(kLanes, C - c0);
-          Vec sum(0.f);
+        for (int64_t c0 = 0; c0 < C; c0 += kSumChains * kLanes) {
+          // kSumChains vectors of channels summed side by side: one sum is a
+          // chain of dependent adds (and roundings), too slow on its own
+          std::array<Vec, kSumChains> sum;
+          sum.fill(Vec(0.f));
           for (int64_t k = 0; k < n_windows; ++k) {
-            const int64_t o = offset[k] + c0;
-            // sum + 0 == sum here: a sum that starts at +0 is never -0
-            sum = sum + select_grad(load_float(go + o, n), load_argmax(a.argmax + o, n), tap[k]);
+            for (int64_t j = 0; j < kSumChains; ++j) {
+              const int64_t c = c0 + j * kLanes, n = std::min(kLanes, C - c), o = offset[k] + c;
+              if (n <= 0) break;
+              // the sum starts at +0, so +0 + -0 gives +0 as torch's does, and
+              // the first add is exact
+              sum[j] = sum[j] + select_grad</*kCopy=*/true>(load_float(go + o, n),
+                                                            load_argmax(a.argmax + o, n), tap[k]);
+              if (k > 0) sum[j] = round_to<T>(sum[j]);
+            }
           }
-          store_float_per_element_nan(gi_px + c0, sum, n);
+          for (int64_t j = 0; j < kSumChains && c0 + j * kLanes < C; ++j) {
+            const int64_t c = c0 + j * kLanes;
+            store_float_per_element_nan<T, true>(gi_px + c, sum[j], std::min(kLanes, C - c));
+          }
         }
       }
     }

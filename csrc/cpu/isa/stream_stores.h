@@ -45,13 +45,13 @@ inline void stream_fence() {
 }
 
 // Exact narrowing, as for store_lanes.
-template <typename T>
+template <bool kNanPerElement = false, typename T>
 inline void stream_vector(T* p, const Vec& v) {
 #if defined(CPU_CAPABILITY_AVX512)
   if constexpr (std::is_same_v<T, float>) {
     _mm512_stream_ps(p, v);
   } else {
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), narrow_16bit<T, true>(v));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), narrow_16bit<T, true, kNanPerElement>(v));
   }
 #elif defined(CPU_CAPABILITY_AVX2)
   if constexpr (std::is_same_v<T, float>) {
@@ -67,13 +67,15 @@ inline void stream_vector(T* p, const Vec& v) {
 
 // n lanes of v at p; the lanes are T values widened (pooled maxima, routed
 // gradients), so they narrow exactly. kNanPerElement: bfloat16 NaNs get the
-// bits of c10's scalar conversion (see store_float_per_element_nan); such
-// rare vectors take the ordinary store.
+// bits of c10's scalar conversion (see store_float_per_element_nan); where
+// the vector narrowing cannot set them, such rare vectors take the ordinary
+// store.
 template <bool kStream, bool kNanPerElement, typename T>
 inline void store_lanes(T* p, const Vec& v, int64_t n) {
   if constexpr (kStream) {
-    if (n >= kLanes && vector_aligned(p) && !(kNanPerElement && has_bf16_nan<T>(v))) {
-      stream_vector(p, v);
+    constexpr bool kCheckNan = kNanPerElement && !kExactNarrowSetsNanBits;
+    if (n >= kLanes && vector_aligned(p) && !(kCheckNan && has_bf16_nan<T>(v))) {
+      stream_vector<kNanPerElement>(p, v);
       return;
     }
   }

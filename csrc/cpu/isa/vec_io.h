@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/cpu/vec/vec.h>
+#include <c10/util/bit_cast.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -73,30 +74,43 @@ inline void prefetch_ahead(const T* p) {
   __builtin_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes);
 }
 
+// c10's scalar bfloat16 conversion turns any NaN into 0x7FC0, at::vec's
+// into 0xFFFF. torch's NCHW kernels and its backward narrow one element at a
+// time (0x7FC0), its channels_last forward by vectors (0xFFFF); kNanPerElement
+// asks for the former.
+constexpr uint16_t kBFloat16NanPerElement = 0x7FC0, kBFloat16NanVectorized = 0xFFFF;
+
 #if defined(CPU_CAPABILITY_AVX512)
 // v in T's 16-bit lanes, as at::vec narrows it. kExact: every lane is a T
-// value widened (a max of inputs, a routed gradient, zero), so bfloat16
-// rounding keeps the upper half: two instructions instead of at::vec's
-// rounding sequence, with its 0xFFFF for NaN kept.
-template <typename T, bool kExact>
+// value widened (a max of inputs, a routed gradient, zero, a rounded sum), so
+// bfloat16 rounding keeps the upper half: a few instructions instead of
+// at::vec's rounding sequence, with NaN lanes set to either pattern.
+template <typename T, bool kExact, bool kNanPerElement = false>
 inline __m256i narrow_16bit(const Vec& v) {
   if constexpr (kExact && std::is_same_v<T, c10::BFloat16>) {
+    constexpr int nan_bits = kNanPerElement ? kBFloat16NanPerElement : kBFloat16NanVectorized;
     const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     const __m512i upper = _mm512_srli_epi32(_mm512_castps_si512(v), 16);
-    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(upper, nan, _mm512_set1_epi32(0xFFFF)));
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(upper, nan, _mm512_set1_epi32(nan_bits)));
   } else {
     return _mm512_castsi512_si256(at::vec::convert<T>(v));
   }
 }
+
+// Exact narrowing sets per-element NaN bits itself; elsewhere those take a
+// scalar pass after the vector store.
+constexpr bool kExactNarrowSetsNanBits = true;
+#else
+constexpr bool kExactNarrowSetsNanBits = false;
 #endif
 
-template <typename T, bool kExact = false>
+template <typename T, bool kExact = false, bool kNanPerElement = false>
 inline void store_float(T* p, const Vec& v, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     v.store(p, std::min(n, kLanes));
   } else {
 #if defined(CPU_CAPABILITY_AVX512)
-    const __m256i lanes = narrow_16bit<T, kExact>(v);
+    const __m256i lanes = narrow_16bit<T, kExact, kNanPerElement>(v);
     if (n >= kLanes) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), lanes);
     } else {
@@ -115,9 +129,40 @@ inline void store_float(T* p, const Vec& v, int64_t n) {
   }
 }
 
-// torch's NCHW kernels narrow one element at a time, and c10's scalar
-// bfloat16 conversion turns any NaN into 0x7FC0, where at::vec's gives
-// 0xFFFF (which torch's channels_last kernels produce). NCHW stores use this.
+// v rounded to T's precision (to nearest, ties to even), as a store to T
+// and a load back would round it: torch adds into a 16-bit gradient. For
+// bfloat16 the rounding is integer arithmetic on the bits; NaN lanes keep
+// theirs (a sum of widened bfloat16 values is NaN only as one of them or as
+// the default NaN, with no low bits to carry), and the final store gives NaN
+// its bfloat16 bits.
+inline float round_to_bfloat16(float f) {
+  const uint32_t u = c10::bit_cast<uint32_t>(f);
+  return c10::bit_cast<float>((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
+}
+
+template <typename T>
+inline float round_to(float f) {
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    return round_to_bfloat16(f);
+  } else {
+    return static_cast<float>(static_cast<T>(f));
+  }
+}
+
+template <typename T>
+inline Vec round_to(const Vec& v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    using Int = at::vec::Vectorized<int32_t>;
+    const Int u = at::vec::cast<int32_t>(v);
+    const Int lsb = (u >> Int(16)) & Int(1);
+    return at::vec::cast<float>((u + lsb + Int(0x7FFF)) & Int(static_cast<int32_t>(0xFFFF0000u)));
+  } else {
+    return at::vec::convert<float>(at::vec::convert<T>(v));
+  }
+}
+
 // Whether storing v as T gives NaN bits that depend on how it is narrowed
 // (only bfloat16 lanes holding a NaN).
 template <typename T>
@@ -133,15 +178,20 @@ inline bool has_bf16_nan(const Vec& v) {
   }
 }
 
+// store_float with bfloat16 NaNs narrowed one element at a time (0x7FC0).
 template <typename T, bool kExact = false>
 inline void store_float_per_element_nan(T* p, const Vec& v, int64_t n) {
-  store_float<T, kExact>(p, v, n);
-  if constexpr (std::is_same_v<T, c10::BFloat16>) {
-    if (has_bf16_nan<T>(v)) {
-      float lanes[kLanes];
-      v.store(lanes);
-      for (int64_t i = 0; i < std::min(n, kLanes); ++i) {
-        if (lanes[i] != lanes[i]) p[i] = c10::BFloat16(lanes[i]);
+  if constexpr (kExact && kExactNarrowSetsNanBits) {
+    store_float<T, true, true>(p, v, n);
+  } else {
+    store_float<T, kExact>(p, v, n);
+    if constexpr (std::is_same_v<T, c10::BFloat16>) {
+      if (has_bf16_nan<T>(v)) {
+        float lanes[kLanes];
+        v.store(lanes);
+        for (int64_t i = 0; i < std::min(n, kLanes); ++i) {
+          if (lanes[i] != lanes[i]) p[i] = c10::BFloat16(lanes[i]);
+        }
       }
     }
   }
@@ -238,10 +288,16 @@ struct RunningMax {
 
 // grad where the argmax lanes equal `tap`, +0 elsewhere; 0 + g as torch sums
 // (so a -0 gradient arrives as +0).
-// With kCopy (unpool by argmax) the selected value keeps its bits.
+// With kCopy the selected value keeps its bits (unpool by argmax, or a sum
+// that starts from +0 and adds it itself).
 template <bool kCopy = false>
 inline Vec select_grad(const Vec& grad, const Vec& argmax, int64_t tap) {
+#if defined(CPU_CAPABILITY_AVX512)
+  const Vec picked = _mm512_maskz_mov_ps(
+      _mm512_cmp_ps_mask(argmax, _mm512_set1_ps(static_cast<float>(tap)), _CMP_EQ_OQ), grad);
+#else
   const Vec picked = grad & (argmax == Vec(static_cast<float>(tap)));
+#endif
   if constexpr (kCopy) {
     return picked;
   } else {

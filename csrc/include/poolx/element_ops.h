@@ -28,8 +28,9 @@ struct ForwardElem {
   }
 };
 
-// Per input: the gradient gathered from the windows that selected it.
-template <typename scalar_t, typename argmax_t>
+// Per input: the gradient gathered from the windows that selected it, summed
+// in sum_t (see max_pool2d_backward_elem).
+template <typename scalar_t, typename argmax_t, typename sum_t>
 struct BackwardElem {
   const scalar_t* grad_output;
   const argmax_t* argmax;
@@ -39,7 +40,7 @@ struct BackwardElem {
 
   POOLX_HD void operator()(int64_t n, int64_t c, int64_t ih, int64_t iw, int64_t i) const {
     const int64_t plane = out_l.plane_offset(n, c);
-    grad_input[i] = static_cast<scalar_t>(max_pool2d_backward_elem(
+    grad_input[i] = static_cast<scalar_t>(max_pool2d_backward_elem<sum_t>(
         grad_output + plane, argmax + plane, out_l.plane_strides(), g, ih, iw));
   }
 };
