@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "forward_kernels.h"
+#include "route_16bit.h"
 #include "stream_stores.h"
 
 namespace poolx {
@@ -80,6 +81,10 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
       for (int64_t ow = 0; oh < g.out_h && ow < g.out_w; ++ow) {
         const int64_t o = ((n_img * g.out_h + oh) * g.out_w + ow) * C;
         T* window = gi_row + ow * g.kernel_w * C;
+        if constexpr (kRoutesIn16BitLanes<T> && !kCopy) {
+          route_channels_16bit<T, kStream>(go + o, a.argmax + o, window, C, kh, g.kernel_w);
+          continue;
+        }
         for (int64_t c0 = 0; c0 < C; c0 += kLanes) {
           const int64_t n = std::min(kLanes, C - c0);
           const Vec grad = load_float(go + o + c0, n);
@@ -154,8 +159,9 @@ void backward_channels_last(const FastBackwardArgs& a) {
               if (n <= 0) break;
               // the sum starts at +0, so +0 + -0 gives +0 as torch's does, and
               // the first add is exact
-              sum[j] = sum[j] + select_grad</*kCopy=*/true>(load_float(go + o, n),
-                                                            load_argmax(a.argmax + o, n), tap[k]);
+              sum[j] = add_lanes_keeping_first_nan(
+                  sum[j], select_grad</*kCopy=*/true>(load_float(go + o, n),
+                                                      load_argmax(a.argmax + o, n), tap[k]));
               if (k > 0) sum[j] = round_to<T>(sum[j]);
             }
           }

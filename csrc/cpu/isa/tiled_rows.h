@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 
 #include "forward_kernels.h"
+#include "route_16bit.h"
 #include "stream_stores.h"
 
 namespace poolx {
@@ -96,6 +97,11 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
         const int64_t o_row = (plane * g.out_h + oh) * out_row;
         for (int64_t i0 = 0; i0 < out_row; i0 += kLanes) {
           const int64_t n = std::min(kLanes, out_row - i0);
+          if constexpr (kRoutesIn16BitLanes<T> && !kCopy) {
+            route_pixel_pairs_16bit<T, kC, kStream>(go + o_row + i0, a.argmax + o_row + i0,
+                                                    gi_row + 2 * i0, n, kh);
+            continue;
+          }
           const Vec grad = load_float(go + o_row + i0, n);
           const Vec argmax = load_argmax(a.argmax + o_row + i0, n);
           const auto [lo, hi] =

@@ -286,6 +286,16 @@ struct RunningMax {
   }
 };
 
+// sum + g lane by lane, keeping the sum's NaN where both are NaN (see
+// add_keeping_first_nan: a compiler may swap the operands of a vector + too).
+inline Vec add_lanes_keeping_first_nan(const Vec& sum, const Vec& g) {
+#if defined(CPU_CAPABILITY_AVX512)
+  return _mm512_mask_add_ps(sum, _mm512_cmp_ps_mask(sum, sum, _CMP_ORD_Q), sum, g);
+#else
+  return Vec::blendv(sum + g, sum, sum.isnan());
+#endif
+}
+
 // grad where the argmax lanes equal `tap`, +0 elsewhere; 0 + g as torch sums
 // (so a -0 gradient arrives as +0).
 // With kCopy the selected value keeps its bits (unpool by argmax, or a sum

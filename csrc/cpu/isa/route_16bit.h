@@ -1,0 +1,128 @@
+// The tiled backward's routing of bfloat16/float16 gradients in their own
+// 16-bit lanes (AVX-512, 32 per vector): routing moves a gradient or a zero
+// and never needs float arithmetic, so nothing is widened or narrowed and a
+// vector carries twice the elements. The bits are those of torch's
+// "0 + g" in float, narrowed per element: -0 becomes +0, a bfloat16 NaN
+// becomes 0x7FC0 (c10's scalar conversion) and a float16 NaN turns quiet
+// (its payload kept, as the hardware conversions keep it).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "stream_stores.h"
+#include "vec_io.h"
+
+namespace poolx {
+namespace POOLX_ISA_NAMESPACE {
+
+#if defined(CPU_CAPABILITY_AVX512)
+
+template <typename T>
+constexpr bool kRoutesIn16BitLanes =
+    std::is_same_v<T, c10::BFloat16> || std::is_same_v<T, c10::Half>;
+
+constexpr int64_t kLanes16 = 32;
+
+inline __mmask32 lane_mask16(int64_t n) {
+  return n >= kLanes16 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1);
+}
+
+// The grad lanes where `selected`, else +0, as torch's "0 + g" gives them.
+template <typename T>
+inline __m512i routed_16bit(__m512i grad, __mmask32 selected) {
+  constexpr int16_t kInf = std::is_same_v<T, c10::BFloat16> ? 0x7F80 : 0x7C00;
+  const __m512i magnitude = _mm512_and_si512(grad, _mm512_set1_epi16(0x7FFF));
+  const __mmask32 kept = selected & _mm512_test_epi16_mask(magnitude, magnitude);  // not ±0
+  const __mmask32 nan = kept & _mm512_cmpgt_epu16_mask(magnitude, _mm512_set1_epi16(kInf));
+  const __m512i out = _mm512_maskz_mov_epi16(kept, grad);
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    return _mm512_mask_mov_epi16(out, nan, _mm512_set1_epi16(kBFloat16NanPerElement));
+  } else {
+    return _mm512_mask_mov_epi16(out, nan, _mm512_or_si512(grad, _mm512_set1_epi16(0x0200)));
+  }
+}
+
+// n (<= 32) 16-bit lanes of v at p. Streaming goes by 32-byte halves, as in
+// the float path: worth_streaming keeps those whole and aligned, so that no
+// cache line is written by both kinds of store (a line shared by a streamed
+// and a cached store costs ten times the whole kernel).
+template <bool kStream, typename T>
+inline void store_16bit(T* p, __m512i v, int64_t n) {
+  constexpr int64_t kHalf = kLanes16 / 2;
+  if constexpr (kStream) {
+    if (n >= kLanes16 && reinterpret_cast<uintptr_t>(p) % 64 == 0) {  // a whole line
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
+      return;
+    }
+    if (n >= kHalf && vector_aligned(p)) {
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(p), _mm512_castsi512_si256(v));
+      const __m256i high = _mm512_extracti64x4_epi64(v, 1);
+      if (n >= kLanes16) {
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(p + kHalf), high);
+      } else if (n > kHalf) {
+        _mm256_mask_storeu_epi16(p + kHalf, lane_mask(n - kHalf), high);
+      }
+      return;
+    }
+  }
+  _mm512_mask_storeu_epi16(p, lane_mask16(n), v);
+}
+
+// Tiled rows (tiled_rows.h): n <= kLanes outputs of kC-channel pixels from
+// `grad` and `argmax` to their 2 * n inputs in kernel row kh, where the even
+// pixels are tap 2 * kh and the odd ones 2 * kh + 1. Each output pixel is
+// doubled into a pixel pair, so one compare selects both taps.
+template <typename T, int kC, bool kStream>
+inline void route_pixel_pairs_16bit(const T* grad, const uint8_t* argmax, T* out, int64_t n,
+                                    int64_t kh) {
+  static_assert(kC == 1 || kC == 2);
+  const __mmask16 in = lane_mask(std::min(n, kLanes));
+  const __m256i g16 = _mm256_maskz_loadu_epi16(in, grad);
+  const __m128i a8 = _mm_maskz_loadu_epi8(in, argmax);
+  __m512i g2, a2, taps;
+  if constexpr (kC == 1) {  // 16-bit pixels in 32-bit pairs
+    const __m512i g = _mm512_cvtepu16_epi32(g16), a = _mm512_cvtepu8_epi32(a8);
+    g2 = _mm512_or_si512(g, _mm512_slli_epi32(g, 16));
+    a2 = _mm512_or_si512(a, _mm512_slli_epi32(a, 16));
+    taps = _mm512_set1_epi32(static_cast<int32_t>((2 * kh) | ((2 * kh + 1) << 16)));
+  } else {  // 32-bit pixels in 64-bit pairs
+    const __m512i g = _mm512_cvtepu32_epi64(g16);
+    const __m512i a = _mm512_cvtepu32_epi64(_mm256_cvtepu8_epi16(a8));
+    g2 = _mm512_or_si512(g, _mm512_slli_epi64(g, 32));
+    a2 = _mm512_or_si512(a, _mm512_slli_epi64(a, 32));
+    const int64_t even = 2 * kh * 0x10001, odd = (2 * kh + 1) * 0x10001;
+    taps = _mm512_set1_epi64(even | (odd << 32));
+  }
+  const __mmask32 selected = _mm512_cmpeq_epi16_mask(a2, taps);
+  store_16bit<kStream>(out, routed_16bit<T>(g2, selected), 2 * n);
+}
+
+// Tiled channels_last (backward_kernels.h): the C channels of one output
+// pixel to the kernel_w input pixels of its window in kernel row kh, 32
+// channels at a time.
+template <typename T, bool kStream>
+inline void route_channels_16bit(const T* grad, const uint8_t* argmax, T* window, int64_t C,
+                                 int64_t kh, int64_t kernel_w) {
+  for (int64_t c0 = 0; c0 < C; c0 += kLanes16) {
+    const int64_t n = std::min(kLanes16, C - c0);
+    const __mmask32 in = lane_mask16(n);
+    const __m512i g = _mm512_maskz_loadu_epi16(in, grad + c0);
+    const __m512i a = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(in, argmax + c0));
+    for (int64_t kw = 0; kw < kernel_w; ++kw) {
+      const __m512i tap = _mm512_set1_epi16(static_cast<int16_t>(kh * kernel_w + kw));
+      store_16bit<kStream>(window + kw * C + c0,
+                           routed_16bit<T>(g, _mm512_cmpeq_epi16_mask(a, tap)), n);
+    }
+  }
+}
+
+#else
+
+template <typename T>
+constexpr bool kRoutesIn16BitLanes = false;
+
+#endif
+
+}  // namespace POOLX_ISA_NAMESPACE
+}  // namespace poolx
