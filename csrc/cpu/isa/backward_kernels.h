@@ -27,11 +27,17 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
   const T* go = static_cast<const T*>(a.grad_output);
   T* gi = static_cast<T*>(a.grad_input);
   // tap -> (row, column) offset inside the window; no division per output
-  std::array<int32_t, 256> tap_h, tap_w;
+  std::array<int32_t, 256> tap_h, tap_w, tap_offset;
   for (int64_t t = 0; t < g.kernel_h * g.kernel_w; ++t) {
     tap_h[t] = static_cast<int32_t>((t / g.kernel_w) * g.dilation_h);
     tap_w[t] = static_cast<int32_t>((t % g.kernel_w) * g.dilation_w);
+    tap_offset[t] = static_cast<int32_t>(tap_h[t] * g.in_w + tap_w[t]);
   }
+  // windows wholly inside the input need no bounds check
+  const TapRange rows = interior_outputs(g.in_h, g.out_h, g.kernel_h, g.stride_h, g.pad_h,
+                                         g.dilation_h);
+  const TapRange cols = interior_outputs(g.in_w, g.out_w, g.kernel_w, g.stride_w, g.pad_w,
+                                         g.dilation_w);
   const int64_t plane_size = g.in_h * g.in_w;
   const int64_t planes = a.in_l.n * a.in_l.c;
   at::parallel_for(0, planes, grain_for(plane_size), [&](int64_t b, int64_t e) {
@@ -42,16 +48,27 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
       fill_zero<false>(sums, plane_size);
       const T* go_row = go + p * g.out_h * g.out_w;
       const uint8_t* am_row = a.argmax + p * g.out_h * g.out_w;
+      const auto add = [&](float& sum, int64_t ow) {
+        sum = round_to<T>(add_keeping_first_nan(sum, static_cast<float>(go_row[ow])));
+      };
       for (int64_t oh = 0; oh < g.out_h; ++oh, go_row += g.out_w, am_row += g.out_w) {
         const int64_t h0 = oh * g.stride_h - g.pad_h;
-        for (int64_t ow = 0; ow < g.out_w; ++ow) {
-          const int64_t ih = h0 + tap_h[am_row[ow]];
-          const int64_t iw = ow * g.stride_w - g.pad_w + tap_w[am_row[ow]];
-          if (ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w) {
-            float& sum = sums[ih * g.in_w + iw];
-            sum = round_to<T>(add_keeping_first_nan(sum, static_cast<float>(go_row[ow])));
+        const auto add_checked = [&](int64_t ow_begin, int64_t ow_end) {
+          for (int64_t ow = ow_begin; ow < ow_end; ++ow) {
+            const int64_t ih = h0 + tap_h[am_row[ow]];
+            const int64_t iw = ow * g.stride_w - g.pad_w + tap_w[am_row[ow]];
+            if (ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w) add(sums[ih * g.in_w + iw], ow);
           }
+        };
+        if (oh < rows.begin || oh >= rows.end || cols.begin == cols.end) {
+          add_checked(0, g.out_w);
+          continue;
         }
+        add_checked(0, cols.begin);
+        for (int64_t ow = cols.begin; ow < cols.end; ++ow) {
+          add(sums[h0 * g.in_w + ow * g.stride_w - g.pad_w + tap_offset[am_row[ow]]], ow);
+        }
+        add_checked(cols.end, g.out_w);
       }
       if constexpr (!std::is_same_v<T, float>) {
         for (int64_t i = 0; i < plane_size; i += kLanes) {

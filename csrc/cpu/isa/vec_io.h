@@ -136,8 +136,16 @@ inline void store_float(T* p, const Vec& v, int64_t n) {
 // the default NaN, with no low bits to carry), and the final store gives NaN
 // its bfloat16 bits.
 inline float round_to_bfloat16(float f) {
+#if defined(__SSE2__)
+  // in the vector register the float already lives in: no trip through a GPR
+  const __m128i u = _mm_castps_si128(_mm_set_ss(f));
+  const __m128i lsb = _mm_and_si128(_mm_srli_epi32(u, 16), _mm_set1_epi32(1));
+  const __m128i biased = _mm_add_epi32(_mm_add_epi32(u, lsb), _mm_set1_epi32(0x7FFF));
+  return _mm_cvtss_f32(_mm_castsi128_ps(_mm_and_si128(biased, _mm_set1_epi32(static_cast<int>(0xFFFF0000u)))));
+#else
   const uint32_t u = c10::bit_cast<uint32_t>(f);
   return c10::bit_cast<float>((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
+#endif
 }
 
 template <typename T>
