@@ -53,3 +53,44 @@ def test_return_indices_always_uses_the_argmax(op_calls, device):
     with torch.no_grad():
         poolx.max_pool2d(x, 2, return_indices=True)
     assert op_calls == ["max_pool2d_argmax"]
+
+
+@pytest.fixture
+def function_calls(monkeypatch):
+    """Names of the autograd.Functions whose apply poolx's eager calls reach."""
+    from poolx import _functions
+    calls = []
+    for name in ("MaxPool2dValues", "MaxPool2dArgmax", "RouteToInput"):
+        fn = getattr(_functions, name)
+        def spy(*args, _apply=fn.apply, _name=name):
+            calls.append(_name)
+            return _apply(*args)
+        monkeypatch.setattr(fn, "apply", spy)
+    return calls
+
+
+def test_autograd_function_only_where_something_differentiates(function_calls):
+    """Function.apply costs more than a small pooling: calls that nothing can
+    differentiate or transform skip it, and the others still take it."""
+    x = random_values((2, 3, 8, 10), torch.float32)
+    with torch.no_grad():
+        y = poolx.max_pool2d(x, 2)
+        _, argmax = poolx.max_pool2d_with_argmax(x, 2)
+        poolx.max_pool2d_backward(y, argmax, x.shape, 2)
+    assert function_calls == []
+    assert_identical(y, torch.nn.functional.max_pool2d(x, 2), "plain call")
+
+    poolx.max_pool2d(x.requires_grad_(), 2).sum().backward()  # backward: nothing to track
+    assert function_calls == ["MaxPool2dArgmax"]
+    function_calls.clear()
+    g = torch.ones(2, 3, 4, 5, requires_grad=True)  # double backward differentiates g
+    (grad,) = torch.autograd.grad(poolx.max_pool2d(x, 2), x, g, create_graph=True)
+    assert function_calls == ["MaxPool2dArgmax", "RouteToInput"] and grad.requires_grad
+    function_calls.clear()
+    with torch.autograd.forward_ad.dual_level():
+        dual = torch.autograd.forward_ad.make_dual(x.detach(), torch.ones_like(x))
+        tangent = torch.autograd.forward_ad.unpack_dual(poolx.max_pool2d(dual, 2)).tangent
+    assert function_calls and torch.equal(tangent, torch.ones(2, 3, 4, 5))
+    function_calls.clear()
+    torch.func.vmap(lambda t: poolx.max_pool2d(t, 2))(x.detach())
+    assert function_calls
