@@ -1,8 +1,9 @@
 """The implementations compared, as one zero-argument callable per (case, peer).
 
-Modes: inference (values only, no autograd), forward (values and the argmax or
-indices that backward needs), backward (from saved state), forward+backward
-(autograd, as training runs it).
+Modes: inference (values only) and forward (values and the argmax or indices
+that backward needs), both under torch.no_grad so that they differ only in what
+they write; backward (from saved state); forward+backward (autograd, as
+training runs it). Wrappers are built once, not per timed call.
 """
 
 import functools
@@ -77,18 +78,20 @@ def make_runner(peer, mode, t, shape):
         values = functools.partial(poolx.max_pool2d, **a)
         with_argmax = functools.partial(poolx.max_pool2d_with_argmax, **a)
         backward = functools.partial(poolx.max_pool2d_backward, input_size=hw, **a)
+        infer, forward = _no_grad(values), _no_grad(with_argmax)
         table = {
-            "inference": lambda: _no_grad(values)(t.x),
-            "forward": lambda: with_argmax(t.x),
+            "inference": lambda: infer(t.x),
+            "forward": lambda: forward(t.x),
             "backward": lambda: backward(t.grad_out, t.argmax),
             "forward+backward": _fwd_bwd(values, t),
         }
         return table[mode]
     if peer == "avg_pool2d":
         avg = functools.partial(F.avg_pool2d, **a)
+        avg_no_grad = _no_grad(avg)
         table = {
-            "inference": lambda: _no_grad(avg)(t.x),
-            "forward": lambda: _no_grad(avg)(t.x),
+            "inference": lambda: avg_no_grad(t.x),
+            "forward": lambda: avg_no_grad(t.x),
             "backward": lambda: aten.avg_pool2d_backward(t.grad_out, t.x, k, s, p, False, True,
                                                         None),
             "forward+backward": _fwd_bwd(avg, t),
@@ -106,11 +109,11 @@ def make_runner(peer, mode, t, shape):
 
     wrap = _compiled if peer == "compile" else (lambda f: f)
     if mode == "inference":
-        f = wrap(values)
-        return lambda: _no_grad(f)(t.x)
+        f = _no_grad(wrap(values))
+        return lambda: f(t.x)
     if mode == "forward":
-        f = wrap(with_indices)
-        return lambda: _no_grad(f)(t.x)
+        f = _no_grad(wrap(with_indices))
+        return lambda: f(t.x)
     if mode == "backward":
         f = wrap(backward)
         return lambda: f(t.grad_out, t.x, t.indices)
