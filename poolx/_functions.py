@@ -136,38 +136,41 @@ class GatherAtArgmax(torch.autograd.Function):
         return gather_at_argmax(src_tangent, argmax, *ctx.pool_args)
 
 
-def _plain_call(tensor):
-    """True when nothing can differentiate or transform a call on `tensor`:
-    no autograd graph, no forward-mode level, no torch.func transform, or
-    Dynamo tracing (which cannot trace a Function with a jvp). The op then runs
-    without its autograd.Function, whose apply costs more than a small pooling
-    (about 25 us against 15 us at 8x10x28x28)."""
-    return torch.compiler.is_compiling() or (
+def _untracked(tensor):
+    """True when nothing can differentiate or transform a call on `tensor`: no
+    autograd graph, no forward-mode level, no torch.func transform."""
+    return (
         not (tensor.requires_grad and torch.is_grad_enabled())
         and torch.autograd.forward_ad._current_level < 0
         and not torch._C._are_functorch_transforms_active()
     )
 
 
+def _call(op, function, tensor, *args):
+    """op(tensor, *args) as an eager or compiled caller needs it. Dynamo cannot
+    trace a Function with a jvp, so compiled code calls the op (whose
+    register_autograd formula serves it). An untracked call skips both the
+    Function (its apply costs ~25 us, more than a small pooling) and the op's
+    Python autograd kernel (~6 us, which would only pass the call on)."""
+    if torch.compiler.is_compiling():
+        return op(tensor, *args)
+    if _untracked(tensor):
+        with torch._C._AutoDispatchBelowAutograd():
+            return op(tensor, *args)
+    return function.apply(tensor, *args)
+
+
 def pool_argmax(input, *pool_args):
-    if _plain_call(input):
-        return ops.max_pool2d_argmax(input, *pool_args)
-    return MaxPool2dArgmax.apply(input, *pool_args)
+    return _call(ops.max_pool2d_argmax, MaxPool2dArgmax, input, *pool_args)
 
 
 def pool_values(input, *pool_args):
-    if _plain_call(input):
-        return ops.max_pool2d_values(input, *pool_args)
-    return MaxPool2dValues.apply(input, *pool_args)
+    return _call(ops.max_pool2d_values, MaxPool2dValues, input, *pool_args)
 
 
 def route_to_input(pooled, argmax, input_hw, *pool_args):
-    if _plain_call(pooled):
-        return ops.max_pool2d_backward(pooled, argmax, input_hw, *pool_args)
-    return RouteToInput.apply(pooled, argmax, input_hw, *pool_args)
+    return _call(ops.max_pool2d_backward, RouteToInput, pooled, argmax, input_hw, *pool_args)
 
 
 def gather_at_argmax(src, argmax, *pool_args):
-    if _plain_call(src):
-        return ops.gather_by_argmax(src, argmax, *pool_args)
-    return GatherAtArgmax.apply(src, argmax, *pool_args)
+    return _call(ops.gather_by_argmax, GatherAtArgmax, src, argmax, *pool_args)

@@ -94,3 +94,24 @@ def test_autograd_function_only_where_something_differentiates(function_calls):
     function_calls.clear()
     torch.func.vmap(lambda t: poolx.max_pool2d(t, 2))(x.detach())
     assert function_calls
+
+
+def test_untracked_calls_still_reach_dispatch_modes():
+    """Skipping the autograd layer must not hide a call from what sits below it
+    (TorchDispatchModes: FakeTensorMode, profilers, FlopCounterMode)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func.overloadpacket))
+            return func(*args, **(kwargs or {}))
+
+    x = random_values((2, 3, 8, 10), torch.float32)
+    with torch.no_grad(), Recorder() as recorder:
+        y = poolx.max_pool2d(x, 2)
+    assert "poolx.max_pool2d_values" in recorder.ops
+    assert_identical(y, torch.nn.functional.max_pool2d(x, 2), "under a dispatch mode")
