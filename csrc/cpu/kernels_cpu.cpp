@@ -45,7 +45,9 @@ void backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& gra
       const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
       const argmax_t* am = argmax.const_data_ptr<argmax_t>();
       scalar_t* gi = grad_input.mutable_data_ptr<scalar_t>();
-      parallel_for_each_element(in_l, BackwardElem<scalar_t, argmax_t, /*sum_t=*/scalar_t>{go, am, gi, out_l, g});
+      // sums in the element type, as torch's CPU kernels add into the gradient
+      parallel_for_each_element(
+          in_l, BackwardElem<scalar_t, argmax_t, /*sum_t=*/scalar_t>{go, am, gi, out_l, g});
     });
   });
 }

@@ -80,6 +80,23 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
   });
 }
 
+// The C channels of one output pixel routed to the kernel_w input pixels of
+// its window in kernel row kh, through float lanes; route_16bit.h has the
+// 16-bit-lane twin.
+template <typename T, bool kCopy, bool kStream>
+inline void route_channels(const T* grad, const uint8_t* argmax, T* window, int64_t C,
+                           int64_t kh, int64_t kernel_w) {
+  for (int64_t c0 = 0; c0 < C; c0 += kLanes) {
+    const int64_t n = std::min(kLanes, C - c0);
+    const Vec g = load_float(grad + c0, n);
+    const Vec am = load_argmax(argmax + c0, n);
+    for (int64_t kw = 0; kw < kernel_w; ++kw) {
+      store_lanes<kStream, true>(window + kw * C + c0,
+                                 select_grad<kCopy>(g, am, kh * kernel_w + kw), n);
+    }
+  }
+}
+
 // channels_last, tiled: each output pixel's gradient and argmax are loaded
 // once and routed to the kernel_w input pixels of its window in this row.
 template <typename T, bool kCopy, bool kStream>
@@ -100,16 +117,8 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
         T* window = gi_row + ow * g.kernel_w * C;
         if constexpr (kRoutesIn16BitLanes<T> && !kCopy) {
           route_channels_16bit<T, kStream>(go + o, a.argmax + o, window, C, kh, g.kernel_w);
-          continue;
-        }
-        for (int64_t c0 = 0; c0 < C; c0 += kLanes) {
-          const int64_t n = std::min(kLanes, C - c0);
-          const Vec grad = load_float(go + o + c0, n);
-          const Vec argmax = load_argmax(a.argmax + o + c0, n);
-          for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-            store_lanes<kStream, true>(window + kw * C + c0,
-                                        select_grad<kCopy>(grad, argmax, kh * g.kernel_w + kw), n);
-          }
+        } else {
+          route_channels<T, kCopy, kStream>(go + o, a.argmax + o, window, C, kh, g.kernel_w);
         }
       }
       fill_zero<kStream>(gi_row + covered * C, (g.in_w - covered) * C);

@@ -77,6 +77,20 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
   with_streaming(stream, [&](auto s) { forward_tiled_rows<T, kArgmax, kC, s.value>(a, planes); });
 }
 
+// n <= kLanes outputs of kC-channel pixels routed to their 2 * n inputs in
+// kernel row kh (even pixels tap 2 * kh, odd ones 2 * kh + 1), through float
+// lanes; route_16bit.h has the 16-bit-lane twin.
+template <typename T, int kC, bool kCopy, bool kStream>
+inline void route_pixel_pairs(const T* grad, const uint8_t* argmax, T* out, int64_t n,
+                              int64_t kh) {
+  const Vec g = load_float(grad, n);
+  const Vec am = load_argmax(argmax, n);
+  const auto [lo, hi] = interleave_pixels<kC>(select_grad<kCopy>(g, am, kh * 2),
+                                              select_grad<kCopy>(g, am, kh * 2 + 1));
+  store_lanes<kStream, true>(out, lo, std::min(2 * n, kLanes));
+  if (2 * n > kLanes) store_lanes<kStream, true>(out + kLanes, hi, 2 * n - kLanes);
+}
+
 // Each input row is written once, from one output row (zeros where floor
 // mode dropped rows or columns). torch's backward narrows per element, in
 // both layouts.
@@ -100,16 +114,9 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
           if constexpr (kRoutesIn16BitLanes<T> && !kCopy) {
             route_pixel_pairs_16bit<T, kC, kStream>(go + o_row + i0, a.argmax + o_row + i0,
                                                     gi_row + 2 * i0, n, kh);
-            continue;
-          }
-          const Vec grad = load_float(go + o_row + i0, n);
-          const Vec argmax = load_argmax(a.argmax + o_row + i0, n);
-          const auto [lo, hi] =
-              interleave_pixels<kC>(select_grad<kCopy>(grad, argmax, kh * 2),
-                                    select_grad<kCopy>(grad, argmax, kh * 2 + 1));
-          store_lanes<kStream, true>(gi_row + 2 * i0, lo, std::min(2 * n, kLanes));
-          if (2 * n > kLanes) {
-            store_lanes<kStream, true>(gi_row + 2 * i0 + kLanes, hi, 2 * n - kLanes);
+          } else {
+            route_pixel_pairs<T, kC, kCopy, kStream>(go + o_row + i0, a.argmax + o_row + i0,
+                                                     gi_row + 2 * i0, n, kh);
           }
         }
         fill_zero<kStream>(gi_row + 2 * out_row, in_row - 2 * out_row);

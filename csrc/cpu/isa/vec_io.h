@@ -141,7 +141,8 @@ inline float round_to_bfloat16(float f) {
   const __m128i u = _mm_castps_si128(_mm_set_ss(f));
   const __m128i lsb = _mm_and_si128(_mm_srli_epi32(u, 16), _mm_set1_epi32(1));
   const __m128i biased = _mm_add_epi32(_mm_add_epi32(u, lsb), _mm_set1_epi32(0x7FFF));
-  return _mm_cvtss_f32(_mm_castsi128_ps(_mm_and_si128(biased, _mm_set1_epi32(static_cast<int>(0xFFFF0000u)))));
+  const __m128i upper = _mm_set1_epi32(static_cast<int>(0xFFFF0000u));
+  return _mm_cvtss_f32(_mm_castsi128_ps(_mm_and_si128(biased, upper)));
 #else
   const uint32_t u = c10::bit_cast<uint32_t>(f);
   return c10::bit_cast<float>((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);

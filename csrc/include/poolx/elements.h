@@ -98,11 +98,6 @@ POOLX_HD void for_each_window_selecting(const argmax_t* argmax_plane, PlaneStrid
   }
 }
 
-// Backward: gradient of input (ih, iw) = sum of grad_output over the windows
-// that selected it, in output order, starting from +0 as torch's zero-filled
-// buffer does. Between adds the sum is a sum_t, as in torch: the element type
-// on CPU (torch's CPU kernels add into the bfloat16/half gradient, rounding
-// after every add), acc_t on CUDA (float, rounded once by the caller).
 // sum + g where, of two NaNs, the sum's stays, as in torch's CPU kernels
 // (x86 returns the first operand's NaN, and C++ lets a compiler swap the
 // operands of +); a GPU returns its canonical NaN either way.
@@ -115,6 +110,11 @@ POOLX_HD A add_keeping_first_nan(A sum, A g) {
 #endif
 }
 
+// Backward: gradient of input (ih, iw) = sum of grad_output over the windows
+// that selected it, in output order, starting from +0 as torch's zero-filled
+// buffer does. Between adds the sum is a sum_t, as in torch: the element type
+// on CPU (torch's CPU kernels add into the bfloat16/half gradient, rounding
+// after every add), acc_t on CUDA (float, rounded once by the caller).
 template <typename sum_t, typename scalar_t, typename argmax_t>
 POOLX_HD sum_t max_pool2d_backward_elem(const scalar_t* grad_out_plane,
                                         const argmax_t* argmax_plane, PlaneStrides s,
