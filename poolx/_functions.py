@@ -1,15 +1,23 @@
-"""The pooling ops as torch.autograd.Functions, for eager calls: beyond the
-reverse-mode formulas registered on the ops (_registrations.py), these carry a
-forward-mode rule (jvp: the tangent gathered at each window's argmax) and a
-vmap rule, so torch.func.grad/vjp/jvp/vmap and forward-mode AD work as with
-torch's max_pool2d. Dynamo cannot trace a Function with a jvp, so compiled
-code calls the ops directly (pool_argmax / pool_values below)."""
+"""The pooling ops as torch.autograd.Functions, for the eager calls that
+forward-mode AD or a torch.func transform sees: beyond the reverse-mode
+formulas that the ops carry in C++ (csrc/autograd.cpp, the same formulas),
+these have a forward-mode rule (jvp: the tangent gathered at each window's
+argmax) and a vmap rule, so torch.func.grad/vjp/jvp/vmap and forward-mode AD
+work as with torch's max_pool2d. Every other call goes to the ops directly
+(_call below)."""
 
 import torch
 
 from poolx._library import ops
 
 _NO_GRADS = (None,) * 5  # kernel_size, stride, padding, dilation, ceil_mode
+
+
+def _kernel(op, *args):
+    """op's kernel, below autograd: what a Function's forward computes. (The
+    ops' C++ autograd refuses to run under torch.func transforms.)"""
+    with torch._C._AutoDispatchBelowAutograd():
+        return op(*args)
 
 
 class MaxPool2dArgmax(torch.autograd.Function):
@@ -19,7 +27,7 @@ class MaxPool2dArgmax(torch.autograd.Function):
 
     @staticmethod
     def forward(input, kernel, stride, padding, dilation, ceil_mode):
-        return ops.max_pool2d_argmax(input, kernel, stride, padding, dilation, ceil_mode)
+        return _kernel(ops.max_pool2d_argmax, input, kernel, stride, padding, dilation, ceil_mode)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -52,7 +60,7 @@ class MaxPool2dValues(torch.autograd.Function):
 
     @staticmethod
     def forward(input, kernel, stride, padding, dilation, ceil_mode):
-        return ops.max_pool2d_values(input, kernel, stride, padding, dilation, ceil_mode)
+        return _kernel(ops.max_pool2d_values, input, kernel, stride, padding, dilation, ceil_mode)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -63,7 +71,7 @@ class MaxPool2dValues(torch.autograd.Function):
     @staticmethod
     def _argmax(ctx):
         (input,) = ctx.saved_tensors
-        return input, ops.max_pool2d_argmax(input.detach(), *ctx.pool_args)[1]
+        return input, _kernel(ops.max_pool2d_argmax, input.detach(), *ctx.pool_args)[1]
 
     @staticmethod
     def backward(ctx, grad_values):
@@ -88,8 +96,9 @@ class RouteToInput(torch.autograd.Function):
 
     @staticmethod
     def forward(pooled, argmax, input_hw, kernel, stride, padding, dilation, ceil_mode):
-        return ops.max_pool2d_backward(
-            pooled, argmax, input_hw, kernel, stride, padding, dilation, ceil_mode
+        return _kernel(
+            ops.max_pool2d_backward,
+            pooled, argmax, input_hw, kernel, stride, padding, dilation, ceil_mode,
         )
 
     @staticmethod
@@ -116,7 +125,7 @@ class GatherAtArgmax(torch.autograd.Function):
 
     @staticmethod
     def forward(src, argmax, kernel, stride, padding, dilation, ceil_mode):
-        return ops.gather_by_argmax(src, argmax, kernel, stride, padding, dilation, ceil_mode)
+        return _kernel(ops.gather_by_argmax, src, argmax, kernel, stride, padding, dilation, ceil_mode)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -136,28 +145,23 @@ class GatherAtArgmax(torch.autograd.Function):
         return gather_at_argmax(src_tangent, argmax, *ctx.pool_args)
 
 
-def _untracked(tensor):
-    """True when nothing can differentiate or transform a call on `tensor`: no
-    autograd graph, no forward-mode level, no torch.func transform."""
+def _transformed():
+    """True when forward-mode AD or a torch.func transform can see a call."""
     return (
-        not (tensor.requires_grad and torch.is_grad_enabled())
-        and torch.autograd.forward_ad._current_level < 0
-        and not torch._C._are_functorch_transforms_active()
+        torch.autograd.forward_ad._current_level >= 0
+        or torch._C._are_functorch_transforms_active()
     )
 
 
 def _call(op, function, tensor, *args):
-    """op(tensor, *args) as an eager or compiled caller needs it. Dynamo cannot
-    trace a Function with a jvp, so compiled code calls the op (whose
-    register_autograd formula serves it). An untracked call skips both the
-    Function (its apply costs ~25 us, more than a small pooling) and the op's
-    Python autograd kernel (~6 us, which would only pass the call on)."""
-    if torch.compiler.is_compiling():
-        return op(tensor, *args)
-    if _untracked(tensor):
-        with torch._C._AutoDispatchBelowAutograd():
-            return op(tensor, *args)
-    return function.apply(tensor, *args)
+    """op(tensor, *args), through the autograd.Function where its forward-mode
+    or vmap rule may be needed. Everything else goes to the op, whose C++
+    autograd serves reverse mode without Python and passes an untracked call
+    straight to the kernel. Dynamo cannot trace a Function with a jvp, so
+    compiled code always calls the op."""
+    if not torch.compiler.is_compiling() and _transformed():
+        return function.apply(tensor, *args)
+    return op(tensor, *args)
 
 
 def pool_argmax(input, *pool_args):

@@ -1,9 +1,9 @@
-"""Fake (meta) kernels and autograd formulas of the torch.ops.poolx operators."""
+"""Fake (meta) kernels of the torch.ops.poolx operators."""
 
 import torch
 
 from poolx import _geometry as geo
-from poolx._functions import GatherAtArgmax, MaxPool2dArgmax, MaxPool2dValues, RouteToInput
+from poolx import _library  # noqa: F401  (loads the ops registered here)
 
 
 def _empty_like_layout(like, shape, dtype=None):
@@ -91,18 +91,5 @@ def _max_unpool2d_fake(input, indices, output_size):
         )
     return _empty_like_layout(input, (*input.shape[:-2], *output_size))
 
-
-# Autograd on the ops (for torch.compile, opcheck and direct op callers): the
-# same formulas as the eager autograd.Functions, which are the one copy. Only
-# the 1-byte argmax is saved by the argmax op; the values op saves its input
-# and recomputes the argmax in backward (save="recompute"). Each backward is
-# itself differentiable, to any order.
-for _op, _function in [
-    ("poolx::max_pool2d_argmax", MaxPool2dArgmax),
-    ("poolx::max_pool2d_values", MaxPool2dValues),
-    ("poolx::max_pool2d_backward", RouteToInput),
-    ("poolx::gather_by_argmax", GatherAtArgmax),
-]:
-    torch.library.register_autograd(
-        _op, _function.backward, setup_context=_function.setup_context
-    )
+# Their autograd is registered in C++ (csrc/autograd.cpp), the unpools' in
+# _unpool_autograd.py.

@@ -91,10 +91,10 @@ def graph_ops(out):
     return {node.name() for node in seen}
 
 
-# Backward nodes of poolx's eager autograd.Functions, by the op they wrap.
+# Backward nodes of poolx's C++ autograd Functions, by the op they serve.
 FUNCTION_NODES = {
-    "MaxPool2dArgmaxBackward": "max_pool2d_argmax",
-    "MaxPool2dValuesBackward": "max_pool2d_values",
+    "torch::autograd::CppNode<poolx::MaxPool2dArgmax>": "max_pool2d_argmax",
+    "torch::autograd::CppNode<poolx::MaxPool2dValues>": "max_pool2d_values",
 }
 
 

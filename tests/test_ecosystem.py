@@ -1,5 +1,6 @@
-"""poolx inside the rest of PyTorch: torch.compile, torch.export, autocast,
-activation checkpointing, deterministic mode and Python threads."""
+"""poolx inside the rest of PyTorch: torch.compile, compiled autograd,
+torch.export, autocast, activation checkpointing, deterministic mode and
+Python threads."""
 
 import contextlib
 import io
@@ -108,6 +109,29 @@ def test_autocast_cuda_float16_behaves_like_nn():
             out, out_ref = poolx.max_pool2d(t, 3, 2, 1), F.max_pool2d(t, 3, 2, 1)
             assert out.dtype == out_ref.dtype == t.dtype
             torch.testing.assert_close(out, out_ref, **exact)
+
+
+@pytest.mark.parametrize("save", ["argmax", "recompute"])
+def test_compiled_autograd_gives_equal_gradients(save):
+    """Eager forward, backward traced by compiled autograd: poolx's C++
+    autograd nodes must be traceable there, with the gradients of eager."""
+    from torch._dynamo import compiled_autograd
+
+    torch._dynamo.reset()
+    model, reference = poolx_and_torch_cnns()
+    for m in model:
+        if isinstance(m, poolx.MaxPool2d):
+            m.save = save
+    x = with_ties(2, 3, 15, 13).requires_grad_()
+    x_ref = x.detach().clone().requires_grad_()
+    out, out_ref = model(x), reference(x_ref)
+    grad = torch.randn_like(out)
+    with compiled_autograd._enable(torch.compile(backend="aot_eager", fullgraph=True)):
+        out.backward(grad)
+    out_ref.backward(grad)
+    torch.testing.assert_close(x.grad, x_ref.grad, **exact)
+    for p, p_ref in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, p_ref.grad, **exact)
 
 
 @pytest.mark.parametrize("use_reentrant", [False, True])

@@ -61,3 +61,17 @@ def test_with_argmax_jvp_gathers_the_tangent(device):
         lambda a: poolx.max_pool2d_with_argmax(a, 2), (x,), (tangent,))
     _, indices = F.max_pool2d(x, 2, return_indices=True)
     exact(values_dot, tangent.flatten(2).gather(2, indices.flatten(2)).view_as(values))
+
+
+def test_ops_called_directly_refuse_a_tangent_rather_than_drop_it():
+    """The ops' own autograd (C++) is reverse mode only; poolx's functions carry
+    the forward-mode rules. A tangent reaching an op directly is an error, never
+    silently treated as zero."""
+    x = torch.randn(1, 2, 6, 6)
+    args = ([2, 2], [2, 2], [0, 0], [1, 1], False)
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(x, torch.ones_like(x))
+        for op in (torch.ops.poolx.max_pool2d_values, torch.ops.poolx.max_pool2d_argmax):
+            with pytest.raises(RuntimeError, match="jvp is not implemented"):
+                op(dual, *args)
+        exact(forward_ad.unpack_dual(poolx.max_pool2d(dual, 2)).tangent, torch.ones(1, 2, 3, 3))

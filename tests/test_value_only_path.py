@@ -69,9 +69,11 @@ def function_calls(monkeypatch):
     return calls
 
 
-def test_autograd_function_only_where_something_differentiates(function_calls):
-    """Function.apply costs more than a small pooling: calls that nothing can
-    differentiate or transform skip it, and the others still take it."""
+def test_python_functions_only_under_forward_ad_and_torch_func(function_calls):
+    """Python's Function.apply costs more than a small pooling: plain calls and
+    reverse-mode autograd (the ops' C++ autograd) run no Python Function, while
+    forward AD and torch.func transforms, which need their jvp and vmap rules,
+    still take them."""
     x = random_values((2, 3, 8, 10), torch.float32)
     with torch.no_grad():
         y = poolx.max_pool2d(x, 2)
@@ -80,20 +82,24 @@ def test_autograd_function_only_where_something_differentiates(function_calls):
     assert function_calls == []
     assert_identical(y, torch.nn.functional.max_pool2d(x, 2), "plain call")
 
-    poolx.max_pool2d(x.requires_grad_(), 2).sum().backward()  # backward: nothing to track
-    assert function_calls == ["MaxPool2dArgmax"]
-    function_calls.clear()
-    g = torch.ones(2, 3, 4, 5, requires_grad=True)  # double backward differentiates g
-    (grad,) = torch.autograd.grad(poolx.max_pool2d(x, 2), x, g, create_graph=True)
-    assert function_calls == ["MaxPool2dArgmax", "RouteToInput"] and grad.requires_grad
-    function_calls.clear()
+    x_ref = x.clone().requires_grad_()
+    g = torch.randn(2, 3, 4, 5, requires_grad=True)  # double backward differentiates g
+    y = poolx.max_pool2d(x.requires_grad_(), 2)
+    assert y.grad_fn.name() == "torch::autograd::CppNode<poolx::MaxPool2dArgmax>"
+    (grad,) = torch.autograd.grad(y, x, g, create_graph=True)
+    assert grad.grad_fn.name() == "torch::autograd::CppNode<poolx::RouteToInput>"
+    (grad_ref,) = torch.autograd.grad(torch.nn.functional.max_pool2d(x_ref, 2), x_ref, g,
+                                      create_graph=True)
+    assert_identical(grad, grad_ref, "reverse mode through the C++ autograd")
+    assert function_calls == []
+
     with torch.autograd.forward_ad.dual_level():
         dual = torch.autograd.forward_ad.make_dual(x.detach(), torch.ones_like(x))
         tangent = torch.autograd.forward_ad.unpack_dual(poolx.max_pool2d(dual, 2)).tangent
-    assert function_calls and torch.equal(tangent, torch.ones(2, 3, 4, 5))
+    assert function_calls == ["MaxPool2dValues"] and torch.equal(tangent, torch.ones(2, 3, 4, 5))
     function_calls.clear()
     torch.func.vmap(lambda t: poolx.max_pool2d(t, 2))(x.detach())
-    assert function_calls
+    assert function_calls == ["MaxPool2dValues"]
 
 
 def test_untracked_calls_still_reach_dispatch_modes():
