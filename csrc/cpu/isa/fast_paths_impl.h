@@ -24,12 +24,6 @@ bool dispatch_fast_types(c10::ScalarType dtype, F&& f) {
   }
 }
 
-// Windows that fit the input exactly: no padding cut and no partial window
-// from ceil mode, so every input element lies in at most one window.
-inline bool tiles_input(const Pool2dGeometry& g) {
-  return is_tiled(g) && g.out_h * g.kernel_h <= g.in_h && g.out_w * g.kernel_w <= g.in_w;
-}
-
 // The layouts that tiled_rows.h covers: NCHW planes, or channels_last images
 // of 1 or 2 channels; 0 for others.
 inline int tiled_row_channels(const Pool2dGeometry& g, const Layout4d& l) {

@@ -12,6 +12,12 @@
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
 
+// Windows that fit the input exactly: no padding cut and no partial window
+// from ceil mode, so every input element lies in at most one window.
+inline bool tiles_input(const Pool2dGeometry& g) {
+  return is_tiled(g) && g.out_h * g.kernel_h <= g.in_h && g.out_w * g.kernel_w <= g.in_w;
+}
+
 // Rows per parallel task, so that a task moves some tens of KB.
 inline int64_t grain_for(int64_t elems_per_row) {
   return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, elems_per_row));
@@ -88,37 +94,45 @@ void forward_nchw(const FastForwardArgs& a) {
 }
 
 // channels_last, any geometry: one output pixel per step, kLanes channels
-// per vector.
-template <typename T, bool kArgmax, bool kStream>
+// per vector. kTile2x2: 2x2 windows tiling the input (no padding, dilation or
+// cut window), whose tap loops then unroll; with few channels the generic
+// loops' bookkeeping costs more than the loads (mnist, C = 10: 3x).
+template <typename T, bool kArgmax, bool kStream, bool kTile2x2>
 void forward_channels_last(const FastForwardArgs& a) {
-  const Pool2dGeometry& g = a.g;
-  const int64_t C = a.in_l.c;
-  const T* in = static_cast<const T*>(a.input);
-  T* out = static_cast<T*>(a.values);
-  const int64_t rows = a.out_l.n * g.out_h;
+  // Sizes as locals, not read through `a`: the stores through `out` could
+  // alias those fields, which the compiler would then reload per vector.
+  const Pool2dGeometry g = a.g;
+  const int64_t C = a.in_l.c, rows = a.out_l.n * g.out_h;
+  const T* const in = static_cast<const T*>(a.input);
+  T* const out = static_cast<T*>(a.values);
+  uint8_t* const argmax = a.argmax;
+  const int64_t kernel_w = kTile2x2 ? 2 : g.kernel_w;
+  const int64_t dilation_h = kTile2x2 ? 1 : g.dilation_h, dilation_w = kTile2x2 ? 1 : g.dilation_w;
+  const int64_t row_stride = g.in_w * C, image_stride = g.in_h * row_stride;
   // torch's channels_last kernel narrows whole at::vec vectors of T and then
   // the remaining channels one at a time; NaN bits differ between the two.
   const int64_t torch_vector_channels = C - C % at::vec::Vectorized<T>::size();
-  at::parallel_for(0, rows, grain_for(g.out_w * C * g.kernel_h * g.kernel_w), [&](int64_t b,
+  at::parallel_for(0, rows, grain_for(g.out_w * C * g.kernel_h * g.kernel_w), [=](int64_t b,
                                                                                   int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t oh = r % g.out_h;
-      const T* image = in + (r / g.out_h) * g.in_h * g.in_w * C;
+      const T* image = in + (r / g.out_h) * image_stride;
       const int64_t h0 = oh * g.stride_h - g.pad_h;
-      const TapRange taps_h = window_taps(h0, g.kernel_h, g.dilation_h, g.in_h);
+      const TapRange taps_h =
+          kTile2x2 ? TapRange{0, 2} : window_taps(h0, g.kernel_h, dilation_h, g.in_h);
       for (int64_t ow = 0; ow < g.out_w; ++ow) {
         const int64_t w0 = ow * g.stride_w - g.pad_w;
-        const TapRange taps_w = window_taps(w0, g.kernel_w, g.dilation_w, g.in_w);
+        const TapRange taps_w =
+            kTile2x2 ? TapRange{0, 2} : window_taps(w0, kernel_w, dilation_w, g.in_w);
         const int64_t o = (r * g.out_w + ow) * C;
         for (int64_t c0 = 0; c0 < C; c0 += kLanes) {
           const int64_t n = std::min(kLanes, C - c0);
-          RunningMax<kArgmax> best(taps_h.begin * g.kernel_w + taps_w.begin);
+          RunningMax<kArgmax> best(taps_h.begin * kernel_w + taps_w.begin);
           for (int64_t kh = taps_h.begin; kh < taps_h.end; ++kh) {
-            const T* row = image + (h0 + kh * g.dilation_h) * g.in_w * C + c0;
+            const T* row = image + (h0 + kh * dilation_h) * row_stride + c0;
             for (int64_t kw = taps_w.begin; kw < taps_w.end; ++kw) {
-              prefetch_ahead(row + (w0 + kw * g.dilation_w) * C);
-              best.update(load_float(row + (w0 + kw * g.dilation_w) * C, n),
-                          kh * g.kernel_w + kw);
+              prefetch_ahead(row + (w0 + kw * dilation_w) * C);
+              best.update(load_float(row + (w0 + kw * dilation_w) * C, n), kh * kernel_w + kw);
             }
           }
           if (c0 < torch_vector_channels) {
@@ -126,7 +140,7 @@ void forward_channels_last(const FastForwardArgs& a) {
           } else {
             store_lanes<kStream, true>(out + o + c0, best.value, n);
           }
-          if constexpr (kArgmax) store_argmax_lanes<kStream>(a.argmax + o + c0, best.argmax, n);
+          if constexpr (kArgmax) store_argmax_lanes<kStream>(argmax + o + c0, best.argmax, n);
         }
       }
     }
@@ -136,9 +150,14 @@ void forward_channels_last(const FastForwardArgs& a) {
 
 template <typename T, bool kArgmax>
 void forward_channels_last(const FastForwardArgs& a) {
-  const int64_t C = a.in_l.c, outputs = a.out_l.n * C * a.g.out_h * a.g.out_w;
+  const Pool2dGeometry& g = a.g;
+  const int64_t C = a.in_l.c, outputs = a.out_l.n * C * g.out_h * g.out_w;
   const bool stream = worth_streaming(static_cast<T*>(a.values), C, outputs, a.argmax);
-  with_streaming(stream, [&](auto s) { forward_channels_last<T, kArgmax, s.value>(a); });
+  const bool tile_2x2 = g.kernel_h == 2 && g.kernel_w == 2 && tiles_input(g);
+  with_streaming(stream, [&](auto s) {
+    tile_2x2 ? forward_channels_last<T, kArgmax, s.value, true>(a)
+             : forward_channels_last<T, kArgmax, s.value, false>(a);
+  });
 }
 
 }  // namespace POOLX_ISA_NAMESPACE
