@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch.autograd import forward_ad
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import poolx
 
@@ -75,3 +76,63 @@ def test_ops_called_directly_refuse_a_tangent_rather_than_drop_it():
             with pytest.raises(RuntimeError, match="jvp is not implemented"):
                 op(dual, *args)
         exact(forward_ad.unpack_dual(poolx.max_pool2d(dual, 2)).tangent, torch.ones(1, 2, 3, 3))
+
+
+def vmap_cases(device):
+    """(name, fn, args, in_dims): every op, per-sample (C, H, W) and (N, C, H, W)
+    tensors, vmapped at dim 0 or 1, channels_last samples, an unbatched argument."""
+    ops = torch.ops.poolx
+    pool = ([3, 3], [2, 2], [1, 1], [1, 1], True)
+    x = torch.randn(4, 2, 3, 9, 10, device=device)
+    x_cl = x.flatten(0, 1).contiguous(memory_format=torch.channels_last).unflatten(0, (4, 2))
+    values, argmax = ops.max_pool2d_argmax(x.flatten(0, 1), *pool)
+    values, argmax = values.unflatten(0, (4, 2)), argmax.unflatten(0, (4, 2))
+    indices = ops.argmax_to_indices(argmax[0], [9, 10], *pool)
+    return [
+        ("argmax, (N,C,H,W) samples", lambda t: ops.max_pool2d_argmax(t, *pool), (x,), 0),
+        ("argmax, channels_last", lambda t: ops.max_pool2d_argmax(t, *pool), (x_cl,), 0),
+        ("values, (C,H,W) samples at dim 1", lambda t: ops.max_pool2d_values(t, *pool),
+         (x[0],), 1),
+        ("backward", lambda g, a: ops.max_pool2d_backward(g, a, [9, 10], *pool),
+         (values, argmax), 0),
+        ("backward, argmax unbatched", lambda g, a: ops.max_pool2d_backward(g, a, [9, 10], *pool),
+         (values, argmax[0]), (0, None)),
+        ("gather", lambda s, a: ops.gather_by_argmax(s, a, *pool), (x, argmax), (0, 0)),
+        ("indices", lambda a: ops.argmax_to_indices(a, [9, 10], *pool), (argmax,), 0),
+        ("mask", lambda a: ops.argmax_to_mask(a, [9, 10], *pool), (argmax[:, 0],), 0),
+        ("unpool by argmax", lambda v, a: ops.max_unpool2d_argmax(v, a, [9, 10], *pool),
+         (values, argmax), 0),
+        ("unpool by indices", lambda v, i: ops.max_unpool2d(v, i, [9, 10]),
+         (values, indices), (0, None)),
+    ]
+
+
+class CountPoolxCalls(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls += func.namespace == "poolx"
+        return func(*args, **(kwargs or {}))
+
+
+def test_vmap_rules_equal_per_sample_calls(device):
+    for name, fn, args, in_dims in vmap_cases(device):
+        dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
+        size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+        with CountPoolxCalls() as counter:
+            got = torch.func.vmap(fn, in_dims=in_dims)(*args)
+        assert counter.calls == 1, f"{name}: {counter.calls} kernel calls (per-sample fallback)"
+        samples = [fn(*(a if d is None else a.select(d, i) for a, d in zip(args, dims)))
+                   for i in range(size)]
+        if isinstance(got, tuple):
+            for j, part in enumerate(got):
+                exact(part, torch.stack([s[j] for s in samples]))
+        else:
+            exact(got, torch.stack(samples))
+
+
+def test_vmap_keeps_the_ops_rank_errors():
+    with pytest.raises(RuntimeError, match="3D or 4D"):
+        torch.func.vmap(lambda t: poolx.max_pool2d(t, 2))(torch.randn(4, 8, 8))
