@@ -27,9 +27,13 @@ template <int kC, typename T>
 inline std::pair<Vec, Vec> load_pixel_pairs(const T* p, int64_t n) {
   prefetch_ahead(p);
   prefetch_ahead(p + kLanes);
-  const Vec lo = load_float(p, std::min(2 * n, kLanes));
-  const Vec hi = n * 2 > kLanes ? load_float(p + kLanes, 2 * n - kLanes) : Vec(0.f);
-  return deinterleave_pixels<kC>(lo, hi);
+  if constexpr (kC == 1) {
+    return load_even_odd(p, 2 * n);
+  } else {
+    const Vec lo = load_float(p, std::min(2 * n, kLanes));
+    const Vec hi = n * 2 > kLanes ? load_float(p + kLanes, 2 * n - kLanes) : Vec(0.f);
+    return deinterleave_pixels<kC>(lo, hi);
+  }
 }
 
 // Values (and argmax) of `planes` planes; torch narrows these layouts one

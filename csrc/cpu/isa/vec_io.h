@@ -207,9 +207,20 @@ inline void store_float_per_element_nan(T* p, const Vec& v, int64_t n) {
 }
 
 // 2 * kLanes consecutive elements (fewer if n says so) split into the even
-// and the odd ones.
+// and the odd ones. bfloat16 on AVX-512 needs no shuffle: each 32-bit lane of
+// one load holds an (even, odd) pair, and a bfloat16 widens to float by
+// taking the high half of a lane, so a shift and a mask split the pairs.
 template <typename T>
 inline std::pair<Vec, Vec> load_even_odd(const T* p, int64_t n) {
+#if defined(CPU_CAPABILITY_AVX512)
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    const __m512i pairs =
+        n >= 2 * kLanes ? _mm512_loadu_si512(p)
+                        : _mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t{1} << n) - 1), p);
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16)),
+            _mm512_castsi512_ps(_mm512_and_si512(pairs, _mm512_set1_epi32(int32_t(0xFFFF0000))))};
+  }
+#endif
   const Vec lo = load_float(p, std::min(n, kLanes));
   const Vec hi = n > kLanes ? load_float(p + kLanes, n - kLanes) : Vec(0.f);
   return at::vec::deinterleave2(lo, hi);
