@@ -99,26 +99,29 @@ inline void route_channels(const T* grad, const uint8_t* argmax, T* window, int6
 
 // channels_last, tiled: each output pixel's gradient and argmax are loaded
 // once and routed to the kernel_w input pixels of its window in this row.
-template <typename T, bool kCopy, bool kStream>
+// kKernelW: kernel_w known at compile time (2), so the tap loop unrolls; 0
+// for any. Sizes are locals, which stores through gi cannot alias.
+template <typename T, bool kCopy, bool kStream, int kKernelW>
 void backward_channels_last_tiled(const FastBackwardArgs& a) {
-  const Pool2dGeometry& g = a.g;
-  const int64_t C = a.in_l.c;
-  const T* go = static_cast<const T*>(a.grad_output);
-  T* gi = static_cast<T*>(a.grad_input);
-  const int64_t rows = a.in_l.n * g.in_h;
-  at::parallel_for(0, rows, grain_for(g.in_w * C), [&](int64_t b, int64_t e) {
+  const Pool2dGeometry g = a.g;
+  const int64_t C = a.in_l.c, rows = a.in_l.n * g.in_h;
+  const int64_t kernel_w = kKernelW ? kKernelW : g.kernel_w;
+  const T* const go = static_cast<const T*>(a.grad_output);
+  const uint8_t* const argmax = a.argmax;
+  T* const gi = static_cast<T*>(a.grad_input);
+  at::parallel_for(0, rows, grain_for(g.in_w * C), [=](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t n_img = r / g.in_h, ih = r % g.in_h;
       const int64_t oh = ih / g.kernel_h, kh = ih % g.kernel_h;
       T* gi_row = gi + r * g.in_w * C;
-      const int64_t covered = oh < g.out_h ? g.out_w * g.kernel_w : 0;
+      const int64_t covered = oh < g.out_h ? g.out_w * kernel_w : 0;
       for (int64_t ow = 0; oh < g.out_h && ow < g.out_w; ++ow) {
         const int64_t o = ((n_img * g.out_h + oh) * g.out_w + ow) * C;
-        T* window = gi_row + ow * g.kernel_w * C;
+        T* window = gi_row + ow * kernel_w * C;
         if constexpr (kRoutesIn16BitLanes<T> && !kCopy) {
-          route_channels_16bit<T, kStream>(go + o, a.argmax + o, window, C, kh, g.kernel_w);
+          route_channels_16bit<T, kStream>(go + o, argmax + o, window, C, kh, kernel_w);
         } else {
-          route_channels<T, kCopy, kStream>(go + o, a.argmax + o, window, C, kh, g.kernel_w);
+          route_channels<T, kCopy, kStream>(go + o, argmax + o, window, C, kh, kernel_w);
         }
       }
       fill_zero<kStream>(gi_row + covered * C, (g.in_w - covered) * C);
@@ -131,7 +134,10 @@ template <typename T, bool kCopy = false>
 void backward_channels_last_tiled(const FastBackwardArgs& a) {
   const int64_t inputs = a.in_l.n * a.in_l.c * a.g.in_h * a.g.in_w;
   const bool stream = worth_streaming(static_cast<T*>(a.grad_input), a.in_l.c, inputs);
-  with_streaming(stream, [&](auto s) { backward_channels_last_tiled<T, kCopy, s.value>(a); });
+  with_streaming(stream, [&](auto s) {
+    a.g.kernel_w == 2 ? backward_channels_last_tiled<T, kCopy, s.value, 2>(a)
+                      : backward_channels_last_tiled<T, kCopy, s.value, 0>(a);
+  });
 }
 
 // channels_last, any geometry: each input pixel gathers, kLanes channels at
