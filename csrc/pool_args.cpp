@@ -11,35 +11,26 @@ namespace {
 
 int64_t pick(at::IntArrayRef v, int i) { return v.size() == 1 ? v[0] : v[i]; }
 
-void check_pair(at::IntArrayRef v, const char* name, const char* op) {
-  TORCH_CHECK(v.size() == 1 || v.size() == 2, op, ": ", name,
-              " must either be a single int, or a tuple of two ints, but got ", name, "=", v);
-}
+// The checks below run in the order of torch's max_pool2d (its meta function,
+// then pooling_output_shape per dimension, then pool2d_shape_check), with its
+// messages, so that every call torch rejects fails here with torch's message.
 
-void check_input(const at::Tensor& input) {
-  const int64_t ndim = input.dim();
-  TORCH_CHECK(ndim == 3 || ndim == 4,
-              "non-empty 3D or 4D (batch mode) tensor expected for input, but got input of shape ",
-              input.sizes());
-  for (int64_t d = ndim - 3; d < ndim; ++d) {
-    TORCH_CHECK(input.size(d) > 0,
-                "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, "
-                "but got:",
-                input.sizes());
-  }
-}
-
-Pool2dGeometry plane_geometry(int64_t in_h, int64_t in_w, const PoolParams& p, const char* op) {
-  check_pair(p.kernel_size, "kernel_size", op);
-  check_pair(p.padding, "padding", op);
-  check_pair(p.dilation, "dilation", op);
+// kernel_size, stride, padding and dilation as (h, w) pairs; nothing checked
+// but their lengths.
+Pool2dGeometry window_params(const PoolParams& p, const char* op) {
+  TORCH_CHECK(p.kernel_size.size() == 1 || p.kernel_size.size() == 2, op,
+              ": kernel_size must either be a single int, or a tuple of two ints, but got "
+              "kernel_size=", p.kernel_size);
   TORCH_CHECK(p.stride.empty() || p.stride.size() == 1 || p.stride.size() == 2, op,
               ": stride must either be omitted, a single int, or a tuple of two ints, but got "
-              "stride=",
-              p.stride);
+              "stride=", p.stride);
+  TORCH_CHECK(p.padding.size() == 1 || p.padding.size() == 2, op,
+              ": padding must either be a single int, or a tuple of two ints, but got padding=",
+              p.padding);
+  TORCH_CHECK(p.dilation.size() == 1 || p.dilation.size() == 2, op,
+              ": dilation must be either a single int, or a tuple of two ints, but got "
+              "dilation=", p.dilation);
   Pool2dGeometry g{};
-  g.in_h = in_h;
-  g.in_w = in_w;
   g.kernel_h = pick(p.kernel_size, 0);
   g.kernel_w = pick(p.kernel_size, 1);
   const at::IntArrayRef stride = p.stride.empty() ? p.kernel_size : p.stride;
@@ -49,6 +40,29 @@ Pool2dGeometry plane_geometry(int64_t in_h, int64_t in_w, const PoolParams& p, c
   g.pad_w = pick(p.padding, 1);
   g.dilation_h = pick(p.dilation, 0);
   g.dilation_w = pick(p.dilation, 1);
+  return g;
+}
+
+// torch's pooling_output_shape checks, for one dimension (its messages,
+// with the values added).
+void check_dim_params(const Pool2dGeometry& g, int64_t kernel, int64_t stride, int64_t pad,
+                      int64_t dilation) {
+  TORCH_CHECK(stride != 0, "stride should not be zero, but got dH: ", g.stride_h,
+              " dW: ", g.stride_w);
+  TORCH_CHECK(pad >= 0, "pad must be non-negative, but got pad: ", pad);
+  // the effective kernel (kernel - 1) * dilation + 1, halved as C++ does,
+  // in 128 bits: neither factor is checked yet
+  const __int128 effective = (static_cast<__int128>(kernel) - 1) * dilation + 1;
+  TORCH_CHECK(pad <= effective / 2,
+              "pad should be at most half of effective kernel size, but got pad=", pad,
+              ", kernel_size=", kernel, " and dilation=", dilation);
+}
+
+// The parameter checks of pooling_output_shape (height, then width) and of
+// pool2d_shape_check before it looks at the input.
+void check_window_values(const Pool2dGeometry& g) {
+  check_dim_params(g, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h);
+  check_dim_params(g, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w);
   TORCH_CHECK(g.kernel_h > 0 && g.kernel_w > 0,
               "kernel size should be greater than zero, but got kH: ", g.kernel_h,
               " kW: ", g.kernel_w);
@@ -57,8 +71,12 @@ Pool2dGeometry plane_geometry(int64_t in_h, int64_t in_w, const PoolParams& p, c
   TORCH_CHECK(g.dilation_h > 0 && g.dilation_w > 0,
               "dilation should be greater than zero, but got dilationH: ", g.dilation_h,
               " dilationW: ", g.dilation_w);
-  TORCH_CHECK(g.pad_h >= 0 && g.pad_w >= 0, "pad must be non-negative, but got pad: ",
-              p.padding);
+}
+
+// pool2d_shape_check's last parameter check, then poolx's own limits, then
+// the output size.
+void finish_geometry(Pool2dGeometry& g, int64_t in_h, int64_t in_w, const PoolParams& p,
+                     const char* op) {
   TORCH_CHECK(g.kernel_w / 2 >= g.pad_w && g.kernel_h / 2 >= g.pad_h,
               "pad should be smaller than or equal to half of kernel size, but got padW = ",
               g.pad_w, ", padH = ", g.pad_h, ", kW = ", g.kernel_w, ", kH = ", g.kernel_h);
@@ -77,17 +95,29 @@ Pool2dGeometry plane_geometry(int64_t in_h, int64_t in_w, const PoolParams& p, c
   constexpr int64_t kMaxSize = int64_t(1) << 62;
   TORCH_CHECK(in_h <= kMaxSize && in_w <= kMaxSize, op,
               ": the input's height and width must be at most 2^62, but got ", in_h, "x", in_w);
+  g.in_h = in_h;
+  g.in_w = in_w;
   g.out_h = pool_output_size(in_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, p.ceil_mode);
   g.out_w = pool_output_size(in_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, p.ceil_mode);
-  return g;
 }
 
 }  // namespace
 
 Pool2dGeometry forward_geometry(const at::Tensor& input, const PoolParams& p, const char* op) {
-  check_input(input);
-  const int64_t nplane = input.dim() == 4 ? input.size(1) : input.size(0);
-  Pool2dGeometry g = plane_geometry(input.size(-2), input.size(-1), p, op);
+  Pool2dGeometry g = window_params(p, op);
+  const int64_t ndim = input.dim();
+  TORCH_CHECK(ndim == 3 || ndim == 4,
+              "non-empty 3D or 4D (batch mode) tensor expected for input, but got input of shape ",
+              input.sizes());
+  check_window_values(g);
+  for (int64_t d = ndim - 3; d < ndim; ++d) {
+    TORCH_CHECK(input.size(d) > 0,
+                "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, "
+                "but got:",
+                input.sizes());
+  }
+  finish_geometry(g, input.size(-2), input.size(-1), p, op);
+  const int64_t nplane = input.size(-3);
   TORCH_CHECK(g.out_h >= 1 && g.out_w >= 1, "Given input size: (", nplane, "x", g.in_h, "x",
               g.in_w, "). Calculated output size: (", nplane, "x", g.out_h, "x", g.out_w,
               "). Output size is too small");
@@ -102,7 +132,9 @@ Pool2dGeometry output_geometry(const at::Tensor& output, at::IntArrayRef input_h
               input_hw);
   TORCH_CHECK(input_hw[0] > 0 && input_hw[1] > 0, op,
               ": input_size must be positive, but got ", input_hw);
-  const Pool2dGeometry g = plane_geometry(input_hw[0], input_hw[1], p, op);
+  Pool2dGeometry g = window_params(p, op);
+  check_window_values(g);
+  finish_geometry(g, input_hw[0], input_hw[1], p, op);
   check_numel_fits(output.sizes().slice(0, output.dim() - 2), g.in_h, g.in_w, "input_size", op);
   TORCH_CHECK(output.size(-2) == g.out_h && output.size(-1) == g.out_w, op,
               ": pooling an input of size ", input_hw, " gives an output of size (", g.out_h,

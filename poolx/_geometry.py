@@ -33,9 +33,9 @@ def pair(value, name, op="max_pool2d"):
         if len(items) in (1, 2):
             items = tuple(_int64(v, name, op, value) for v in items)
             return items * 2 if len(items) == 1 else items
+        verb = "must be either" if name == "dilation" else "must either be"  # torch's words
         raise RuntimeError(
-            f"{op}: {name} must either be a single int, or a tuple of two ints, but got "
-            f"{name}={value!r}"
+            f"{op}: {name} {verb} a single int, or a tuple of two ints, but got {name}={value!r}"
         )
     raise TypeError(f"{op}: {name} must be an int or a tuple of two ints, but got {name}={value!r}")
 
@@ -52,8 +52,26 @@ def pool_params(kernel_size, stride=None, padding=0, dilation=1, op="max_pool2d"
     )
 
 
-def check_params(kernel, stride, padding, dilation):
+def _half(n):
+    """n / 2 rounded toward zero, as C++ divides."""
+    return n // 2 if n >= 0 else -(-n // 2)
+
+
+def check_params(kernel, stride, padding, dilation, input=None):
+    """torch's checks in torch's order (pooling_output_shape per dimension,
+    then pool2d_shape_check); the input's zero-size check, when an input is
+    given, comes where torch's does. pool_args.cpp runs the same sequence."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    for k, st, p, d in ((kh, sh, ph, dh), (kw, sw, pw, dw)):
+        if st == 0:
+            raise RuntimeError(f"stride should not be zero, but got dH: {sh} dW: {sw}")
+        if p < 0:
+            raise RuntimeError(f"pad must be non-negative, but got pad: {p}")
+        if p > _half((k - 1) * d + 1):
+            raise RuntimeError(
+                "pad should be at most half of effective kernel size, but got "
+                f"pad={p}, kernel_size={k} and dilation={d}"
+            )
     if kh <= 0 or kw <= 0:
         raise RuntimeError(f"kernel size should be greater than zero, but got kH: {kh} kW: {kw}")
     if sh <= 0 or sw <= 0:
@@ -62,8 +80,11 @@ def check_params(kernel, stride, padding, dilation):
         raise RuntimeError(
             f"dilation should be greater than zero, but got dilationH: {dh} dilationW: {dw}"
         )
-    if ph < 0 or pw < 0:
-        raise RuntimeError(f"pad must be non-negative, but got pad: {list(padding)}")
+    if input is not None and any(s == 0 for s in input.shape[-3:]):
+        raise RuntimeError(
+            "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, "
+            f"but got:{list(input.shape)}"
+        )
     if kw // 2 < pw or kh // 2 < ph:
         raise RuntimeError(
             "pad should be smaller than or equal to half of kernel size, but got "
@@ -98,23 +119,14 @@ def pooled_hw(in_hw, kernel, stride, padding, dilation, ceil_mode):
     )
 
 
-def check_input(input):
+def forward_hw(input, kernel, stride, padding, dilation, ceil_mode):
+    """Validated output (H, W) of pooling `input`."""
     if input.dim() not in (3, 4):
         raise RuntimeError(
             "non-empty 3D or 4D (batch mode) tensor expected for input, but got input of shape "
             f"{list(input.shape)}"
         )
-    if any(s == 0 for s in input.shape[-3:]):
-        raise RuntimeError(
-            "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, "
-            f"but got:{list(input.shape)}"
-        )
-
-
-def forward_hw(input, kernel, stride, padding, dilation, ceil_mode):
-    """Validated output (H, W) of pooling `input`."""
-    check_input(input)
-    check_params(kernel, stride, padding, dilation)
+    check_params(kernel, stride, padding, dilation, input)
     out_h, out_w = pooled_hw(input.shape[-2:], kernel, stride, padding, dilation, ceil_mode)
     if out_h < 1 or out_w < 1:
         c, h, w = input.shape[-3:]
