@@ -1,7 +1,8 @@
 """poolx: max pooling for PyTorch that computes the value and a 1-byte argmax
 in one pass and moves the fewest bytes a correct kernel can."""
 
-from poolx import _registrations, _unpool_autograd, _vmap  # noqa: F401  (fake kernels, autograd, vmap)
+# fake kernels, unpool autograd, vmap rules
+from poolx import _registrations, _unpool_autograd, _vmap  # noqa: F401
 from poolx._cache import cpu_cache_stats, empty_cache
 from poolx._convert import convert
 from poolx.functional import (

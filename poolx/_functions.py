@@ -125,7 +125,9 @@ class GatherAtArgmax(torch.autograd.Function):
 
     @staticmethod
     def forward(src, argmax, kernel, stride, padding, dilation, ceil_mode):
-        return _kernel(ops.gather_by_argmax, src, argmax, kernel, stride, padding, dilation, ceil_mode)
+        return _kernel(
+            ops.gather_by_argmax, src, argmax, kernel, stride, padding, dilation, ceil_mode
+        )
 
     @staticmethod
     def setup_context(ctx, inputs, output):
