@@ -147,6 +147,66 @@ class GatherAtArgmax(torch.autograd.Function):
         return gather_at_argmax(src_tangent, argmax, *ctx.pool_args)
 
 
+class UnpoolByIndices(torch.autograd.Function):
+    """max_unpool2d: values placed at their int64 indices. Its gradient is the
+    output gradient at each value's index (also for a value that a later one
+    overwrote), as torch defines it; its tangent is the unpooled tangent."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(input, indices, output_hw):
+        return _kernel(ops.max_unpool2d, input, indices, output_hw)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, indices, ctx.output_hw = inputs
+        ctx.save_for_backward(indices)
+        ctx.save_for_forward(indices)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (indices,) = ctx.saved_tensors
+        # torch.gather on the flattened planes (torch's max_pool_double_backward)
+        picked = grad.flatten(-2).gather(-1, indices.flatten(-2))
+        return picked.reshape(indices.shape), None, None
+
+    @staticmethod
+    def jvp(ctx, input_tangent, *_):
+        (indices,) = ctx.saved_tensors
+        return unpool_by_indices(input_tangent, indices, ctx.output_hw)
+
+
+class UnpoolByArgmax(torch.autograd.Function):
+    """max_unpool2d_argmax: values placed at their window's selected tap; the
+    adjoint is the gather at the argmax."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(values, argmax, output_hw, kernel, stride, padding, dilation, ceil_mode):
+        return _kernel(
+            ops.max_unpool2d_argmax,
+            values, argmax, output_hw, kernel, stride, padding, dilation, ceil_mode,
+        )
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, argmax, ctx.output_hw, *ctx.pool_args = inputs
+        ctx.save_for_backward(argmax)
+        ctx.save_for_forward(argmax)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (argmax,) = ctx.saved_tensors
+        return (gather_at_argmax(grad, argmax, *ctx.pool_args), None, None, *_NO_GRADS)
+
+    @staticmethod
+    def jvp(ctx, values_tangent, *_):
+        (argmax,) = ctx.saved_tensors
+        return unpool_by_argmax(values_tangent, argmax, ctx.output_hw, *ctx.pool_args)
+
+
 def _transformed():
     """True when forward-mode AD or a torch.func transform can see a call."""
     return (
@@ -180,3 +240,11 @@ def route_to_input(pooled, argmax, input_hw, *pool_args):
 
 def gather_at_argmax(src, argmax, *pool_args):
     return _call(ops.gather_by_argmax, GatherAtArgmax, src, argmax, *pool_args)
+
+
+def unpool_by_indices(input, indices, output_hw):
+    return _call(ops.max_unpool2d, UnpoolByIndices, input, indices, output_hw)
+
+
+def unpool_by_argmax(values, argmax, output_hw, *pool_args):
+    return _call(ops.max_unpool2d_argmax, UnpoolByArgmax, values, argmax, output_hw, *pool_args)

@@ -5,7 +5,13 @@ import torch.nn.functional as F
 from torch.nn.modules.utils import _pair
 
 from poolx import _geometry as geo
-from poolx._functions import pool_argmax, pool_values, route_to_input
+from poolx._functions import (
+    pool_argmax,
+    pool_values,
+    route_to_input,
+    unpool_by_argmax,
+    unpool_by_indices,
+)
 from poolx._library import ops
 
 
@@ -115,7 +121,7 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     padding = _pair(padding)
     # torch's own size rule and error messages for output_size.
     out_hw = F._unpool_output_size(input, kernel, stride, padding, output_size)
-    return ops.max_unpool2d(input, indices, tuple(out_hw))
+    return unpool_by_indices(input, indices, tuple(out_hw))
 
 
 def max_unpool2d_argmax(
@@ -131,4 +137,4 @@ def max_unpool2d_argmax(
     """
     params = geo.pool_params(kernel_size, stride, padding, dilation)
     out_hw = geo.input_hw(output_size, input, name="output_size")
-    return ops.max_unpool2d_argmax(input, argmax, out_hw, *params, ceil_mode)
+    return unpool_by_argmax(input, argmax, tuple(out_hw), *params, ceil_mode)

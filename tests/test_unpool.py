@@ -113,6 +113,47 @@ def test_gradients_match_torch(device, case):
     assert_same_bits(grad, ref_values.grad)
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_forward_ad_and_torch_func_match_torch(device, case):
+    """The tangent of an unpool is the unpooled tangent (torch's rule), through
+    forward-mode AD and torch.func, for both forms; grad and vmap likewise."""
+    from torch.autograd import forward_ad
+
+    pool, x, indices = pooled_input(case, device, channels_last=False)
+    values = values_like(indices, torch.float64).nan_to_num()
+    tangent = torch.randn_like(values)
+    _, argmax = poolx.max_pool2d_with_argmax(x, *pool)
+    ours = {
+        "indices": lambda v: poolx.max_unpool2d(v, indices, *unpool_args(pool), x.shape),
+        "argmax": lambda v: poolx.max_unpool2d_argmax(v, argmax, x.shape, *pool),
+    }
+
+    def ref(v):
+        return torch_unpool(v, indices, pool, x.shape).to(device)
+
+    expected_tangent = ref(tangent)
+    expected_grad = torch.func.grad(lambda v: ref(v).square().sum())(values)
+    for form, unpool in ours.items():
+        with forward_ad.dual_level():
+            out = forward_ad.unpack_dual(unpool(forward_ad.make_dual(values, tangent)))
+        assert_same_bits(out.tangent, expected_tangent)
+        assert_same_bits(torch.func.jvp(unpool, (values,), (tangent,))[1], expected_tangent)
+        assert_same_bits(torch.func.grad(lambda v: unpool(v).square().sum())(values),
+                         expected_grad)
+        batch = torch.stack([values, tangent])
+        assert_same_bits(torch.func.vmap(unpool)(batch), torch.stack([ref(values), ref(tangent)]))
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 4, 5), (0, 4, 5)], ids=["batch 0", "3-D, 0 planes"])
+def test_empty_backward_matches_torch(shape):
+    values = torch.randn(shape, requires_grad=True)
+    indices = torch.zeros(shape, dtype=torch.long)
+    out = poolx.max_unpool2d(values, indices, 2)
+    out.sum().backward()
+    expected = F.max_unpool2d(values.detach(), indices, 2)
+    assert out.shape == expected.shape and values.grad.shape == values.shape
+
+
 def test_gradcheck(device):
     """Tiled windows (no repeated index), so the gradient is the true derivative."""
     pool, x, indices = pooled_input("tiled 2x2, odd size", device, False, batch=(1, 2))
