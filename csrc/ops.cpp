@@ -33,8 +33,9 @@ Tensor empty_unpooled(const Tensor& batched, const Pool2dGeometry& g, at::Tensor
 void check_pool_dtype(const Tensor& t, const char* name, const char* op, bool allow_integral) {
   const bool ok = at::isFloatingType(t.scalar_type()) ||
                   (allow_integral && at::isIntegralType(t.scalar_type(), /*includeBool=*/false));
-  // NotImplementedError, as torch's dtype dispatch raises.
-  TORCH_CHECK_NOT_IMPLEMENTED(ok, op, ": ", name, " must be a floating point",
+  // NotImplementedError and the words of torch's dtype dispatch, then ours.
+  TORCH_CHECK_NOT_IMPLEMENTED(ok, "\"", op, "\" not implemented for '", t.scalar_type(),
+                              "': ", name, " must be a floating point",
                               allow_integral ? " or integer" : "", " tensor, but got ", name,
                               ".dtype=", t.scalar_type());
 }
