@@ -125,9 +125,35 @@ void forward_channels_last(const FastForwardArgs& a) {
         const TapRange taps_w =
             kTile2x2 ? TapRange{0, 2} : window_taps(w0, kernel_w, dilation_w, g.in_w);
         const int64_t o = (r * g.out_w + ow) * C;
-        for (int64_t c0 = 0; c0 < C; c0 += kLanes) {
+        const int64_t first_tap = taps_h.begin * kernel_w + taps_w.begin;
+        int64_t c0 = 0;
+        if constexpr (kSplitsPairsByShift<T>) {
+          // 2 * kLanes channels per load, as even and odd channels (the max is
+          // lane-wise, so their order matters only when stored)
+          for (; c0 + 2 * kLanes <= C; c0 += 2 * kLanes) {
+            RunningMax<kArgmax> even(first_tap), odd(first_tap);
+            for (int64_t kh = taps_h.begin; kh < taps_h.end; ++kh) {
+              const T* row = image + (h0 + kh * dilation_h) * row_stride + c0;
+              for (int64_t kw = taps_w.begin; kw < taps_w.end; ++kw) {
+                prefetch_ahead(row + (w0 + kw * dilation_w) * C);
+                const auto [e, od] = load_even_odd(row + (w0 + kw * dilation_w) * C, 2 * kLanes);
+                even.update(e, kh * kernel_w + kw);
+                odd.update(od, kh * kernel_w + kw);
+              }
+            }
+            const auto [lo, hi] = at::vec::interleave2(even.value, odd.value);
+            store_lanes<kStream, false>(out + o + c0, lo, kLanes);
+            store_lanes<kStream, false>(out + o + c0 + kLanes, hi, kLanes);
+            if constexpr (kArgmax) {
+              const auto [am_lo, am_hi] = at::vec::interleave2(even.argmax, odd.argmax);
+              store_argmax_lanes<kStream>(argmax + o + c0, am_lo, kLanes);
+              store_argmax_lanes<kStream>(argmax + o + c0 + kLanes, am_hi, kLanes);
+            }
+          }
+        }
+        for (; c0 < C; c0 += kLanes) {
           const int64_t n = std::min(kLanes, C - c0);
-          RunningMax<kArgmax> best(taps_h.begin * kernel_w + taps_w.begin);
+          RunningMax<kArgmax> best(first_tap);
           for (int64_t kh = taps_h.begin; kh < taps_h.end; ++kh) {
             const T* row = image + (h0 + kh * dilation_h) * row_stride + c0;
             for (int64_t kw = taps_w.begin; kw < taps_w.end; ++kw) {

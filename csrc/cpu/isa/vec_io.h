@@ -226,6 +226,15 @@ inline std::pair<Vec, Vec> load_even_odd(const T* p, int64_t n) {
   return at::vec::deinterleave2(lo, hi);
 }
 
+// Whether load_even_odd splits T's pairs without a shuffle.
+template <typename T>
+constexpr bool kSplitsPairsByShift =
+#if defined(CPU_CAPABILITY_AVX512)
+    std::is_same_v<T, c10::BFloat16>;
+#else
+    false;
+#endif
+
 // Pixels of kC channels (kC in {1, 2}) alternately sent to two vectors: the
 // block form of deinterleave2, a pair of floats moving as one double (a bit
 // reinterpretation, so NaN payloads survive).
