@@ -89,33 +89,46 @@ class MaxPool2dValues(torch.autograd.Function):
 # adjoint, and its own tangent map.
 
 
-class RouteToInput(torch.autograd.Function):
-    """max_pool2d_backward: pooled-shape values routed to the selected taps."""
+def _placing_function(name, op, doc):
+    """An autograd.Function for `op`, which places pooled-shape values at each
+    window's selected tap of an (H, W) plane: max_pool2d_backward (values
+    reaching one tap add up) and max_unpool2d_argmax (the last one stays).
+    Both are linear with the gather at the argmax as adjoint, and each is its
+    own tangent map."""
 
-    generate_vmap_rule = True
+    def forward(values, argmax, hw, kernel, stride, padding, dilation, ceil_mode):
+        return _kernel(op, values, argmax, hw, kernel, stride, padding, dilation, ceil_mode)
 
-    @staticmethod
-    def forward(pooled, argmax, input_hw, kernel, stride, padding, dilation, ceil_mode):
-        return _kernel(
-            ops.max_pool2d_backward,
-            pooled, argmax, input_hw, kernel, stride, padding, dilation, ceil_mode,
-        )
-
-    @staticmethod
     def setup_context(ctx, inputs, output):
-        _, argmax, ctx.input_hw, *ctx.pool_args = inputs
+        _, argmax, ctx.hw, *ctx.pool_args = inputs
         ctx.save_for_backward(argmax)
         ctx.save_for_forward(argmax)
 
-    @staticmethod
     def backward(ctx, grad):
         (argmax,) = ctx.saved_tensors
         return (gather_at_argmax(grad, argmax, *ctx.pool_args), None, None, *_NO_GRADS)
 
-    @staticmethod
-    def jvp(ctx, pooled_tangent, *_):
+    def jvp(ctx, values_tangent, *_):
         (argmax,) = ctx.saved_tensors
-        return route_to_input(pooled_tangent, argmax, ctx.input_hw, *ctx.pool_args)
+        return _call(op, function, values_tangent, argmax, ctx.hw, *ctx.pool_args)
+
+    methods = dict(forward=forward, setup_context=setup_context, backward=backward, jvp=jvp)
+    function = type(name, (torch.autograd.Function,), {
+        "__doc__": doc,
+        "generate_vmap_rule": True,
+        **{key: staticmethod(method) for key, method in methods.items()},
+    })
+    return function
+
+
+RouteToInput = _placing_function(
+    "RouteToInput", ops.max_pool2d_backward,
+    "max_pool2d_backward: pooled-shape values routed to the selected taps.",
+)
+UnpoolByArgmax = _placing_function(
+    "UnpoolByArgmax", ops.max_unpool2d_argmax,
+    "max_unpool2d_argmax: values placed at their window's selected tap.",
+)
 
 
 class GatherAtArgmax(torch.autograd.Function):
@@ -175,36 +188,6 @@ class UnpoolByIndices(torch.autograd.Function):
     def jvp(ctx, input_tangent, *_):
         (indices,) = ctx.saved_tensors
         return unpool_by_indices(input_tangent, indices, ctx.output_hw)
-
-
-class UnpoolByArgmax(torch.autograd.Function):
-    """max_unpool2d_argmax: values placed at their window's selected tap; the
-    adjoint is the gather at the argmax."""
-
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(values, argmax, output_hw, kernel, stride, padding, dilation, ceil_mode):
-        return _kernel(
-            ops.max_unpool2d_argmax,
-            values, argmax, output_hw, kernel, stride, padding, dilation, ceil_mode,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        _, argmax, ctx.output_hw, *ctx.pool_args = inputs
-        ctx.save_for_backward(argmax)
-        ctx.save_for_forward(argmax)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (argmax,) = ctx.saved_tensors
-        return (gather_at_argmax(grad, argmax, *ctx.pool_args), None, None, *_NO_GRADS)
-
-    @staticmethod
-    def jvp(ctx, values_tangent, *_):
-        (argmax,) = ctx.saved_tensors
-        return unpool_by_argmax(values_tangent, argmax, ctx.output_hw, *ctx.pool_args)
 
 
 def _transformed():
