@@ -98,41 +98,38 @@ variable_list with_no_grads(Tensor grad, size_t num_inputs) {
 // "CppNode<poolx::MaxPool2dArgmax>" reads better in a graph than
 // "CppNode<poolx::(anonymous namespace)::MaxPool2dArgmax>".
 
+// Each forward takes the pooling arguments as one PoolArgs (the Autograd-key
+// kernels below build it once); backward reads them back from saved_data.
+
 // (values, argmax); saves only the argmax.
 struct MaxPool2dArgmax : torch::autograd::Function<MaxPool2dArgmax> {
   static constexpr bool is_traceable = true;  // see the top of the file
-  static variable_list forward(AutogradContext* ctx, const Tensor& input, IntArrayRef kernel,
-                               IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
-                               bool ceil_mode) {
+  static variable_list forward(AutogradContext* ctx, const Tensor& input, const PoolArgs& args) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode);
     auto [values, argmax] = args.pool_argmax(input);
     args.save(ctx);
     ctx->saved_data["input_hw"] = spatial_size(input);
-    // The argmax is integral, so never differentiable; marking it so would
-    // break compiled autograd, which refuses nodes with marked outputs.
     ctx->save_for_backward({argmax});
-    // else autograd would fill a zero gradient for the unused values
+    // The argmax is integral, so never differentiable: no mark (marking it
+    // would break compiled autograd, which refuses nodes with marked outputs).
+    // No zero gradient materialized for unused values either.
     ctx->set_materialize_grads(false);
     return {values, argmax};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    if (!grads[0].defined()) return variable_list(6);
+    if (!grads[0].defined()) return variable_list(2);
     const Tensor argmax = ctx->get_saved_variables()[0];
     const auto hw = ctx->saved_data["input_hw"].toSymIntVector();
-    return with_no_grads(PoolArgs::saved(ctx).route_to_input(grads[0], argmax, hw), 6);
+    return with_no_grads(PoolArgs::saved(ctx).route_to_input(grads[0], argmax, hw), 2);
   }
 };
 
 // values only; saves the input and recomputes the argmax in backward.
 struct MaxPool2dValues : torch::autograd::Function<MaxPool2dValues> {
   static constexpr bool is_traceable = true;  // see the top of the file
-  static Tensor forward(AutogradContext* ctx, const Tensor& input, IntArrayRef kernel,
-                        IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
-                        bool ceil_mode) {
+  static Tensor forward(AutogradContext* ctx, const Tensor& input, const PoolArgs& args) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode);
     args.save(ctx);
     ctx->save_for_backward({input});
     return args.pool_values(input);
@@ -143,7 +140,7 @@ struct MaxPool2dValues : torch::autograd::Function<MaxPool2dValues> {
     const PoolArgs args = PoolArgs::saved(ctx);
     const Tensor argmax = std::get<1>(args.pool_argmax(input.detach()));
     const auto hw = input.sym_sizes().slice(input.dim() - 2);
-    return with_no_grads(args.route_to_input(grads[0], argmax, hw), 6);
+    return with_no_grads(args.route_to_input(grads[0], argmax, hw), 2);
   }
 };
 
@@ -152,10 +149,8 @@ struct MaxPool2dValues : torch::autograd::Function<MaxPool2dValues> {
 struct RouteToInput : torch::autograd::Function<RouteToInput> {
   static constexpr bool is_traceable = true;  // see the top of the file
   static Tensor forward(AutogradContext* ctx, const Tensor& pooled, const Tensor& argmax,
-                        SymIntArrayRef input_hw, IntArrayRef kernel, IntArrayRef stride,
-                        IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+                        SymIntArrayRef input_hw, const PoolArgs& args) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode);
     args.save(ctx);
     ctx->save_for_backward({argmax});
     return args.route_to_input(pooled, argmax, input_hw);
@@ -163,7 +158,7 @@ struct RouteToInput : torch::autograd::Function<RouteToInput> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Tensor argmax = ctx->get_saved_variables()[0];
-    return with_no_grads(PoolArgs::saved(ctx).gather_at_argmax(grads[0], argmax), 8);
+    return with_no_grads(PoolArgs::saved(ctx).gather_at_argmax(grads[0], argmax), 4);
   }
 };
 
@@ -171,10 +166,8 @@ struct RouteToInput : torch::autograd::Function<RouteToInput> {
 struct GatherAtArgmax : torch::autograd::Function<GatherAtArgmax> {
   static constexpr bool is_traceable = true;  // see the top of the file
   static Tensor forward(AutogradContext* ctx, const Tensor& src, const Tensor& argmax,
-                        IntArrayRef kernel, IntArrayRef stride, IntArrayRef padding,
-                        IntArrayRef dilation, bool ceil_mode) {
+                        const PoolArgs& args) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode);
     args.save(ctx);
     ctx->saved_data["src_hw"] = spatial_size(src);
     ctx->save_for_backward({argmax});
@@ -184,7 +177,7 @@ struct GatherAtArgmax : torch::autograd::Function<GatherAtArgmax> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Tensor argmax = ctx->get_saved_variables()[0];
     const auto hw = ctx->saved_data["src_hw"].toSymIntVector();
-    return with_no_grads(PoolArgs::saved(ctx).route_to_input(grads[0], argmax, hw), 7);
+    return with_no_grads(PoolArgs::saved(ctx).route_to_input(grads[0], argmax, hw), 3);
   }
 };
 
@@ -207,39 +200,40 @@ std::tuple<Tensor, Tensor> max_pool2d_argmax(const Tensor& input, IntArrayRef ke
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return args.pool_argmax(input);
   }
-  auto out = MaxPool2dArgmax::apply(input, kernel, stride, padding, dilation, ceil_mode);
+  auto out = MaxPool2dArgmax::apply(input, args);
   return {out[0], out[1]};
 }
 
 Tensor max_pool2d_values(const Tensor& input, IntArrayRef kernel, IntArrayRef stride,
                          IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode);
   if (!tracked(input)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return pool_args(kernel, stride, padding, dilation, ceil_mode).pool_values(input);
+    return args.pool_values(input);
   }
-  return MaxPool2dValues::apply(input, kernel, stride, padding, dilation, ceil_mode);
+  return MaxPool2dValues::apply(input, args);
 }
 
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& argmax,
                            SymIntArrayRef input_hw, IntArrayRef kernel, IntArrayRef stride,
                            IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode);
   if (!tracked(grad_output)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return pool_args(kernel, stride, padding, dilation, ceil_mode)
-        .route_to_input(grad_output, argmax, input_hw);
+    return args.route_to_input(grad_output, argmax, input_hw);
   }
-  return RouteToInput::apply(grad_output, argmax, input_hw, kernel, stride, padding, dilation,
-                             ceil_mode);
+  return RouteToInput::apply(grad_output, argmax, input_hw, args);
 }
 
 Tensor gather_by_argmax(const Tensor& src, const Tensor& argmax, IntArrayRef kernel,
                         IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
                         bool ceil_mode) {
+  const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode);
   if (!tracked(src)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return pool_args(kernel, stride, padding, dilation, ceil_mode).gather_at_argmax(src, argmax);
+    return args.gather_at_argmax(src, argmax);
   }
-  return GatherAtArgmax::apply(src, argmax, kernel, stride, padding, dilation, ceil_mode);
+  return GatherAtArgmax::apply(src, argmax, args);
 }
 
 }  // namespace

@@ -126,21 +126,28 @@ void forward_channels_last(const FastForwardArgs& a) {
             kTile2x2 ? TapRange{0, 2} : window_taps(w0, kernel_w, dilation_w, g.in_w);
         const int64_t o = (r * g.out_w + ow) * C;
         const int64_t first_tap = taps_h.begin * kernel_w + taps_w.begin;
+        // visit(p, tap) for each tap of the window, p at its channel c0
+        const auto for_each_tap = [&](int64_t c0, auto&& visit) {
+          for (int64_t kh = taps_h.begin; kh < taps_h.end; ++kh) {
+            const T* row = image + (h0 + kh * dilation_h) * row_stride + c0;
+            for (int64_t kw = taps_w.begin; kw < taps_w.end; ++kw) {
+              const T* p = row + (w0 + kw * dilation_w) * C;
+              prefetch_ahead(p);
+              visit(p, kh * kernel_w + kw);
+            }
+          }
+        };
         int64_t c0 = 0;
         if constexpr (kSplitsPairsByShift<T>) {
           // 2 * kLanes channels per load, as even and odd channels (the max is
           // lane-wise, so their order matters only when stored)
           for (; c0 + 2 * kLanes <= C; c0 += 2 * kLanes) {
             RunningMax<kArgmax> even(first_tap), odd(first_tap);
-            for (int64_t kh = taps_h.begin; kh < taps_h.end; ++kh) {
-              const T* row = image + (h0 + kh * dilation_h) * row_stride + c0;
-              for (int64_t kw = taps_w.begin; kw < taps_w.end; ++kw) {
-                prefetch_ahead(row + (w0 + kw * dilation_w) * C);
-                const auto [e, od] = load_even_odd(row + (w0 + kw * dilation_w) * C, 2 * kLanes);
-                even.update(e, kh * kernel_w + kw);
-                odd.update(od, kh * kernel_w + kw);
-              }
-            }
+            for_each_tap(c0, [&](const T* p, int64_t tap) {
+              const auto [e, od] = load_even_odd(p, 2 * kLanes);
+              even.update(e, tap);
+              odd.update(od, tap);
+            });
             const auto [lo, hi] = at::vec::interleave2(even.value, odd.value);
             store_lanes<kStream, false>(out + o + c0, lo, kLanes);
             store_lanes<kStream, false>(out + o + c0 + kLanes, hi, kLanes);
@@ -154,13 +161,7 @@ void forward_channels_last(const FastForwardArgs& a) {
         for (; c0 < C; c0 += kLanes) {
           const int64_t n = std::min(kLanes, C - c0);
           RunningMax<kArgmax> best(first_tap);
-          for (int64_t kh = taps_h.begin; kh < taps_h.end; ++kh) {
-            const T* row = image + (h0 + kh * dilation_h) * row_stride + c0;
-            for (int64_t kw = taps_w.begin; kw < taps_w.end; ++kw) {
-              prefetch_ahead(row + (w0 + kw * dilation_w) * C);
-              best.update(load_float(row + (w0 + kw * dilation_w) * C, n), kh * kernel_w + kw);
-            }
-          }
+          for_each_tap(c0, [&](const T* p, int64_t tap) { best.update(load_float(p, n), tap); });
           if (c0 < torch_vector_channels) {
             store_lanes<kStream, false>(out + o + c0, best.value, n);
           } else {
