@@ -88,10 +88,11 @@ def test_matches_torch(geometry, dtype, channels_last):
             check_case(shape, dtype, channels_last, geometry, ceil_mode)
 
 
-@pytest.mark.parametrize("channels", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("channels", [1, 2, 3, 4, 8, 10, 16])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_channels_last_few_channels(channels, dtype):
-    # C of 1 and 2 vectorize along the (W * C) row; widths end vectors early
+    # C of 1 and 2 vectorize along the (W * C) row; up to 16 bfloat16 channels
+    # a 2x2 window row is one load; widths end vectors early
     for shape in [(2, channels, 8, 37), (1, channels, 5, 27)]:
         for geometry in GEOMETRIES[:3]:
             for ceil_mode in (False, True):

@@ -74,6 +74,13 @@ inline void prefetch_ahead(const T* p) {
   __builtin_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes);
 }
 
+// An input this small is likely in the caches already, where prefetches
+// only take load slots (mnist's channels_last bfloat16 forward: 10% slower).
+template <typename T>
+inline bool worth_prefetching(int64_t input_elements) {
+  return input_elements * static_cast<int64_t>(sizeof(T)) >= (int64_t{1} << 20);
+}
+
 // c10's scalar bfloat16 conversion turns any NaN into 0x7FC0, at::vec's
 // into 0xFFFF. torch's NCHW kernels and its backward narrow one element at a
 // time (0x7FC0), its channels_last forward by vectors (0xFFFF); kNanPerElement
@@ -226,6 +233,36 @@ inline std::pair<Vec, Vec> load_even_odd(const T* p, int64_t n) {
   return at::vec::deinterleave2(lo, hi);
 }
 
+#if defined(CPU_CAPABILITY_AVX512)
+// Two adjacent channels_last pixels of c <= kLanes bfloat16 channels (2 * c
+// consecutive elements) as two float vectors: one load, and a permute per
+// pixel that drops its channels into the high halves of float lanes, which
+// is the widening itself.
+class PixelPairOfBFloat16 {
+ public:
+  explicit PixelPairOfBFloat16(int64_t c)
+      : mask_(static_cast<__mmask32>((uint64_t{1} << (2 * c)) - 1)) {
+    alignas(64) int16_t first[32] = {}, second[32] = {};
+    for (int i = 0; i < 16; ++i) {
+      first[2 * i + 1] = static_cast<int16_t>(i);
+      second[2 * i + 1] = static_cast<int16_t>(c + i);
+    }
+    first_ = _mm512_load_si512(first);
+    second_ = _mm512_load_si512(second);
+  }
+  std::pair<Vec, Vec> load(const c10::BFloat16* p) const {
+    constexpr __mmask32 kHighHalves = 0xAAAAAAAA;
+    const __m512i pair = _mm512_maskz_loadu_epi16(mask_, p);
+    return {_mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kHighHalves, first_, pair)),
+            _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kHighHalves, second_, pair))};
+  }
+
+ private:
+  __mmask32 mask_;
+  __m512i first_, second_;
+};
+#endif
+
 // Whether load_even_odd splits T's pairs without a shuffle.
 template <typename T>
 constexpr bool kSplitsPairsByShift =
@@ -298,6 +335,16 @@ struct RunningMax {
       : value(-std::numeric_limits<float>::infinity()), argmax(static_cast<float>(first_tap)) {}
   RunningMax(const Vec& first, int64_t first_tap)
       : value(first), argmax(static_cast<float>(first_tap)) {}
+  // v at `tap`: it starts the max if First is std::true_type (the window's
+  // first tap), else it updates the max.
+  template <typename First>
+  inline void take(const Vec& v, int64_t tap, First) {
+    if constexpr (First::value) {
+      *this = RunningMax(v, tap);
+    } else {
+      update(v, tap);
+    }
+  }
   inline void update(const Vec& v, int64_t tap) {
 #if defined(CPU_CAPABILITY_AVX512)
     // mask registers: at::vec's comparisons widen each mask to a vector and back
