@@ -28,14 +28,15 @@ inline __mmask32 lane_mask16(int64_t n) {
   return n >= kLanes16 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1);
 }
 
-// The grad lanes where `selected`, else +0, as torch's "0 + g" gives them.
+// torch's "0 + g" on the bits of 16-bit gradients: -0 to +0, NaN to the
+// NaN that torch's float round trip leaves.
 template <typename T>
-inline __m512i routed_16bit(__m512i grad, __mmask32 selected) {
+inline __m512i zero_plus_16bit(__m512i grad) {
   constexpr int16_t kInf = std::is_same_v<T, c10::BFloat16> ? 0x7F80 : 0x7C00;
   const __m512i magnitude = _mm512_and_si512(grad, _mm512_set1_epi16(0x7FFF));
-  const __mmask32 kept = selected & _mm512_test_epi16_mask(magnitude, magnitude);  // not ±0
-  const __mmask32 nan = kept & _mm512_cmpgt_epu16_mask(magnitude, _mm512_set1_epi16(kInf));
-  const __m512i out = _mm512_maskz_mov_epi16(kept, grad);
+  const __mmask32 nonzero = _mm512_test_epi16_mask(magnitude, magnitude);
+  const __mmask32 nan = _mm512_cmpgt_epu16_mask(magnitude, _mm512_set1_epi16(kInf));
+  const __m512i out = _mm512_maskz_mov_epi16(nonzero, grad);
   if constexpr (std::is_same_v<T, c10::BFloat16>) {
     return _mm512_mask_mov_epi16(out, nan, _mm512_set1_epi16(kBFloat16NanPerElement));
   } else {
@@ -66,7 +67,11 @@ inline void store_16bit(T* p, __m512i v, int64_t n) {
       return;
     }
   }
-  _mm512_mask_storeu_epi16(p, lane_mask16(n), v);
+  if (n >= kLanes16) {
+    _mm512_storeu_si512(p, v);
+  } else {
+    _mm512_mask_storeu_epi16(p, lane_mask16(n), v);
+  }
 }
 
 // Tiled rows (tiled_rows.h): n <= kLanes outputs of kC-channel pixels from
@@ -95,24 +100,26 @@ inline void route_pixel_pairs_16bit(const T* grad, const uint8_t* argmax, T* out
     taps = _mm512_set1_epi64(even | (odd << 32));
   }
   const __mmask32 selected = _mm512_cmpeq_epi16_mask(a2, taps);
-  store_16bit<kStream>(out, routed_16bit<T>(g2, selected), 2 * n);
+  store_16bit<kStream>(out, _mm512_maskz_mov_epi16(selected, zero_plus_16bit<T>(g2)), 2 * n);
 }
 
 // Tiled channels_last (backward_kernels.h): the C channels of one output
 // pixel to the kernel_w input pixels of its window in kernel row kh, 32
-// channels at a time.
-template <typename T, bool kStream>
+// channels at a time; kSpill as for route_channels.
+template <typename T, bool kStream, bool kSpill>
 inline void route_channels_16bit(const T* grad, const uint8_t* argmax, T* window, int64_t C,
                                  int64_t kh, int64_t kernel_w) {
-  for (int64_t c0 = 0; c0 < C; c0 += kLanes16) {
-    const int64_t n = std::min(kLanes16, C - c0);
+  // with kSpill one vector and no channel loop, as in route_channels
+  for (int64_t c0 = 0; c0 < (kSpill ? 1 : C); c0 += kLanes16) {
+    const int64_t n = kSpill ? C : std::min(kLanes16, C - c0);
     const __mmask32 in = lane_mask16(n);
-    const __m512i g = _mm512_maskz_loadu_epi16(in, grad + c0);
+    const __m512i g = zero_plus_16bit<T>(_mm512_maskz_loadu_epi16(in, grad + c0));
     const __m512i a = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(in, argmax + c0));
     for (int64_t kw = 0; kw < kernel_w; ++kw) {
       const __m512i tap = _mm512_set1_epi16(static_cast<int16_t>(kh * kernel_w + kw));
       store_16bit<kStream>(window + kw * C + c0,
-                           routed_16bit<T>(g, _mm512_cmpeq_epi16_mask(a, tap)), n);
+                           _mm512_maskz_mov_epi16(_mm512_cmpeq_epi16_mask(a, tap), g),
+                           kSpill ? kLanes16 : n);
     }
   }
 }
