@@ -24,6 +24,8 @@ def _int64(v, name, op, value):
 
 def pair(value, name, op="max_pool2d"):
     """An int or a sequence of one or two ints, as a tuple of two ints."""
+    if type(value) is int and -(2**63) <= value < 2**63:  # the common case, cheaply
+        return (value, value)
     if _is_int(value):
         return (_int64(value, name, op, value),) * 2
     if isinstance(value, Sequence) and not isinstance(value, str):
