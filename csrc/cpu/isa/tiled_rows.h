@@ -36,35 +36,49 @@ inline std::pair<Vec, Vec> load_pixel_pairs(const T* p, int64_t n) {
   }
 }
 
+// One output row of out_row elements from the kernel_h window rows at
+// `window` (in_row apart). kRows: kernel_h when known at compile time (2,
+// nearly every network), else 0. Full vectors and the row's tail are
+// separate calls of `vector_at`, so full ones load and store unmasked.
+template <typename T, bool kArgmax, int kC, bool kStream, int kRows>
+inline void forward_tiled_row(const T* window, int64_t in_row, int64_t kernel_h, T* out,
+                              uint8_t* argmax, int64_t out_row) {
+  const int64_t rows = kRows ? kRows : kernel_h;
+  const auto vector_at = [&](int64_t i0, int64_t n) {
+    const auto [left, right] = load_pixel_pairs<kC>(window + 2 * i0, n);
+    RunningMax<kArgmax> best(left, 0);
+    best.update(right, 1);
+    for (int64_t kh = 1; kh < rows; ++kh) {
+      const auto [l, r] = load_pixel_pairs<kC>(window + kh * in_row + 2 * i0, n);
+      best.update(l, kh * 2);
+      best.update(r, kh * 2 + 1);
+    }
+    store_lanes<kStream, true>(out + i0, best.value, n);
+    if constexpr (kArgmax) store_argmax_lanes<kStream>(argmax + i0, best.argmax, n);
+  };
+  int64_t i0 = 0;
+  for (; i0 + kLanes <= out_row; i0 += kLanes) vector_at(i0, kLanes);
+  if (i0 < out_row) vector_at(i0, out_row - i0);
+}
+
 // Values (and argmax) of `planes` planes; torch narrows these layouts one
 // element at a time, hence the per-element NaN bits.
-template <typename T, bool kArgmax, int kC, bool kStream>
+template <typename T, bool kArgmax, int kC, bool kStream, int kRows>
 void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
-  const Pool2dGeometry& g = a.g;
-  const T* in = static_cast<const T*>(a.input);
-  T* out = static_cast<T*>(a.values);
-  const int64_t in_row = g.in_w * kC, out_row = g.out_w * kC;
-  at::parallel_for(0, planes * g.out_h, grain_for(out_row * g.kernel_h * 2), [&](int64_t b,
-                                                                                   int64_t e) {
-    int64_t plane = b / g.out_h, oh = b % g.out_h;
+  // Sizes as locals (see forward_channels_last): stores could alias `a`.
+  const int64_t out_h = a.g.out_h, kernel_h = a.g.kernel_h, in_h = a.g.in_h;
+  const int64_t in_row = a.g.in_w * kC, out_row = a.g.out_w * kC;
+  const T* const in = static_cast<const T*>(a.input);
+  T* const out = static_cast<T*>(a.values);
+  uint8_t* const argmax = a.argmax;
+  at::parallel_for(0, planes * out_h, grain_for(out_row * kernel_h * 2), [=](int64_t b,
+                                                                             int64_t e) {
+    int64_t plane = b / out_h, oh = b % out_h;
     for (int64_t r = b; r < e; ++r) {
-      const T* window = in + (plane * g.in_h + oh * g.kernel_h) * in_row;
-      for (int64_t i0 = 0; i0 < out_row; i0 += kLanes) {
-        const int64_t n = std::min(kLanes, out_row - i0);
-        const auto [left, right] = load_pixel_pairs<kC>(window + 2 * i0, n);
-        RunningMax<kArgmax> best(left, 0);
-        best.update(right, 1);
-        for (int64_t kh = 1; kh < g.kernel_h; ++kh) {
-          const auto [l, r_] = load_pixel_pairs<kC>(window + kh * in_row + 2 * i0, n);
-          best.update(l, kh * 2);
-          best.update(r_, kh * 2 + 1);
-        }
-        store_lanes<kStream, true>(out + r * out_row + i0, best.value, n);
-        if constexpr (kArgmax) {
-          store_argmax_lanes<kStream>(a.argmax + r * out_row + i0, best.argmax, n);
-        }
-      }
-      if (++oh == g.out_h) {
+      forward_tiled_row<T, kArgmax, kC, kStream, kRows>(
+          in + (plane * in_h + oh * kernel_h) * in_row, in_row, kernel_h, out + r * out_row,
+          kArgmax ? argmax + r * out_row : nullptr, out_row);
+      if (++oh == out_h) {
         oh = 0;
         ++plane;
       }
@@ -78,7 +92,10 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
   const int64_t outputs = planes * a.g.out_h * a.g.out_w * kC;
   const bool stream =
       worth_streaming(static_cast<T*>(a.values), a.g.out_w * kC, outputs, a.argmax);
-  with_streaming(stream, [&](auto s) { forward_tiled_rows<T, kArgmax, kC, s.value>(a, planes); });
+  with_streaming(stream, [&](auto s) {
+    a.g.kernel_h == 2 ? forward_tiled_rows<T, kArgmax, kC, s.value, 2>(a, planes)
+                      : forward_tiled_rows<T, kArgmax, kC, s.value, 0>(a, planes);
+  });
 }
 
 // n <= kLanes outputs of kC-channel pixels routed to their 2 * n inputs in
@@ -100,36 +117,41 @@ inline void route_pixel_pairs(const T* grad, const uint8_t* argmax, T* out, int6
 // both layouts.
 template <typename T, int kC, bool kCopy, bool kStream>
 void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
-  const Pool2dGeometry& g = a.g;
-  const T* go = static_cast<const T*>(a.grad_output);
-  T* gi = static_cast<T*>(a.grad_input);
-  const int64_t in_row = g.in_w * kC, out_row = g.out_w * kC;
-  at::parallel_for(0, planes * g.in_h, grain_for(in_row), [&](int64_t b, int64_t e) {
-    int64_t plane = b / g.in_h, ih = b % g.in_h;
-    int64_t oh = ih / g.kernel_h, kh = ih % g.kernel_h;
+  // Sizes as locals (see forward_tiled_rows).
+  const int64_t in_h = a.g.in_h, out_h = a.g.out_h, kernel_h = a.g.kernel_h;
+  const int64_t in_row = a.g.in_w * kC, out_row = a.g.out_w * kC;
+  const T* const go = static_cast<const T*>(a.grad_output);
+  const uint8_t* const argmax = a.argmax;
+  T* const gi = static_cast<T*>(a.grad_input);
+  at::parallel_for(0, planes * in_h, grain_for(in_row), [=](int64_t b, int64_t e) {
+    int64_t plane = b / in_h, ih = b % in_h;
+    int64_t oh = ih / kernel_h, kh = ih % kernel_h;
     for (int64_t r = b; r < e; ++r) {
       T* gi_row = gi + r * in_row;
-      if (oh >= g.out_h) {
+      if (oh >= out_h) {
         fill_zero<kStream>(gi_row, in_row);
       } else {
-        const int64_t o_row = (plane * g.out_h + oh) * out_row;
-        for (int64_t i0 = 0; i0 < out_row; i0 += kLanes) {
-          const int64_t n = std::min(kLanes, out_row - i0);
+        const int64_t o_row = (plane * out_h + oh) * out_row;
+        // full vectors and the tail as separate calls: full ones unmasked
+        const auto route = [&](int64_t i0, int64_t n) {
           if constexpr (kRoutesIn16BitLanes<T> && !kCopy) {
-            route_pixel_pairs_16bit<T, kC, kStream>(go + o_row + i0, a.argmax + o_row + i0,
+            route_pixel_pairs_16bit<T, kC, kStream>(go + o_row + i0, argmax + o_row + i0,
                                                     gi_row + 2 * i0, n, kh);
           } else {
-            route_pixel_pairs<T, kC, kCopy, kStream>(go + o_row + i0, a.argmax + o_row + i0,
+            route_pixel_pairs<T, kC, kCopy, kStream>(go + o_row + i0, argmax + o_row + i0,
                                                      gi_row + 2 * i0, n, kh);
           }
-        }
+        };
+        int64_t i0 = 0;
+        for (; i0 + kLanes <= out_row; i0 += kLanes) route(i0, kLanes);
+        if (i0 < out_row) route(i0, out_row - i0);
         fill_zero<kStream>(gi_row + 2 * out_row, in_row - 2 * out_row);
       }
-      if (++kh == g.kernel_h) {
+      if (++kh == kernel_h) {
         kh = 0;
         ++oh;
       }
-      if (++ih == g.in_h) {
+      if (++ih == in_h) {
         ih = oh = kh = 0;
         ++plane;
       }
