@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include "cpu/fast_paths.h"
 #include "cpu/output_cache.h"
 #include "kernels.h"
 #include "pool_args.h"
@@ -236,6 +237,8 @@ TORCH_LIBRARY(poolx, m) {
   // The CPU output cache (csrc/cpu/output_cache.h): no tensors in, so one kernel for all keys.
   m.def("empty_cpu_cache() -> ()", &poolx::empty_cpu_cache);
   m.def("cpu_cache_stats() -> int[]", &poolx::cpu_cache_stats);
+  // Streaming stores from this many bytes moved (csrc/cpu/fast_paths.h); for tests.
+  m.def("set_cpu_stream_min_bytes(int bytes) -> int", &poolx::set_stream_min_bytes);
 }
 
 TORCH_LIBRARY_IMPL(poolx, CPU, m) { poolx::register_backend<poolx::cpu_kernels>(m); }

@@ -58,6 +58,27 @@ def assert_identical(actual, expected):
     assert torch.equal(torch.signbit(actual[real]), torch.signbit(expected[real]))
 
 
+def set_stream_min_bytes(nbytes):
+    return torch.ops.poolx.set_cpu_stream_min_bytes(nbytes)
+
+
+@pytest.fixture
+def streaming():
+    """Streaming stores at every size (by default only ops that move more
+    than the caches hold take them), the default restored afterwards."""
+    previous = set_stream_min_bytes(0)
+    yield
+    set_stream_min_bytes(previous)
+
+
+@pytest.fixture(params=["default stores", "streaming stores"])
+def stores(request):
+    if request.param == "streaming stores":
+        yield request.getfixturevalue("streaming")
+    else:
+        yield
+
+
 def check_case(shape, dtype, channels_last, geometry, ceil_mode):
     kernel, stride, padding, dilation = geometry
     args = dict(kernel_size=kernel, stride=stride, padding=padding, dilation=dilation,
@@ -82,7 +103,7 @@ def check_case(shape, dtype, channels_last, geometry, ceil_mode):
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
-def test_matches_torch(geometry, dtype, channels_last):
+def test_matches_torch(geometry, dtype, channels_last, stores):
     for shape in SHAPES:
         for ceil_mode in (False, True):
             check_case(shape, dtype, channels_last, geometry, ceil_mode)
@@ -90,7 +111,7 @@ def test_matches_torch(geometry, dtype, channels_last):
 
 @pytest.mark.parametrize("channels", [1, 2, 3, 4, 8, 10, 16])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_channels_last_few_channels(channels, dtype):
+def test_channels_last_few_channels(channels, dtype, stores):
     # C of 1 and 2 vectorize along the (W * C) row; up to 16 bfloat16 channels
     # a 2x2 window row is one load; widths end vectors early
     for shape in [(2, channels, 8, 37), (1, channels, 5, 27)]:
@@ -99,11 +120,16 @@ def test_channels_last_few_channels(channels, dtype):
                 check_case(shape, dtype, True, geometry, ceil_mode)
 
 
-# Outputs of 8 MiB and more whose rows keep vectors aligned take streaming
-# (non-temporal) stores: NCHW rows, channels_last along C, and the narrow
-# channels_last rows; an odd height drops a row that streams zeros; a
-# kernel 3 high; bfloat16 with NaN, whose vectors take the ordinary store.
+# Large outputs with streaming (non-temporal) stores: NCHW rows, channels_last
+# along C, and the narrow channels_last rows; an odd height drops a row that
+# streams zeros; a kernel 3 high; bfloat16 with NaN, whose vectors take the
+# ordinary store. Rows of odd lengths stream as one run per task, vectors
+# crossing rows, and the row count is no multiple of a task's.
 LARGE = [
+    ((1, 15, 906, 902), torch.float32, False, GEOMETRIES[0]),
+    ((1, 24, 1001, 958), torch.bfloat16, False, GEOMETRIES[0]),
+    ((1, 2, 2049, 2051), torch.float32, True, GEOMETRIES[0]),
+    ((1, 1, 4097, 4098), torch.bfloat16, True, GEOMETRIES[0]),
     ((1, 4, 1536, 1536), torch.float32, False, GEOMETRIES[0]),
     ((1, 8, 1537, 1536), torch.bfloat16, False, GEOMETRIES[0]),
     ((1, 6, 1536, 1536), torch.float32, False, GEOMETRIES[1]),
@@ -116,12 +142,12 @@ LARGE = [
 
 
 @pytest.mark.parametrize("shape, dtype, channels_last, geometry", LARGE, ids=str)
-def test_large_outputs(shape, dtype, channels_last, geometry):
+def test_large_outputs(shape, dtype, channels_last, geometry, streaming):
     check_case(shape, dtype, channels_last, geometry, False)
 
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
-def test_large_unpool_by_argmax(channels_last):
+def test_large_unpool_by_argmax(channels_last, streaming):
     shape = (1, 64, 384, 384) if channels_last else (1, 4, 1536, 1536)
     x = planted_input(shape, torch.float32, channels_last)
     values, argmax = poolx.max_pool2d_with_argmax(x, 2)
@@ -163,7 +189,7 @@ NAN_BIT_CASES = [((2, 3, 9, 37), False), ((1, 8, 1537, 1536), False), ((2, 40, 6
 
 
 @pytest.mark.parametrize("shape, channels_last", NAN_BIT_CASES, ids=str)
-def test_bfloat16_nan_bits_match_torch(shape, channels_last):
+def test_bfloat16_nan_bits_match_torch(shape, channels_last, stores):
     """torch narrows NaN to 0x7FC0 per element and to 0xFFFF by vectors; the
     bit patterns of values and gradients must agree, not just "both NaN".
     Upstream NaNs of every kind (quiet, signalling, negative) are planted."""

@@ -75,12 +75,13 @@ inline void store_16bit(T* p, __m512i v, int64_t n) {
 }
 
 // Tiled rows (tiled_rows.h): n <= kLanes outputs of kC-channel pixels from
-// `grad` and `argmax` to their 2 * n inputs in kernel row kh, where the even
-// pixels are tap 2 * kh and the odd ones 2 * kh + 1. Each output pixel is
-// doubled into a pixel pair, so one compare selects both taps.
-template <typename T, int kC, bool kStream>
-inline void route_pixel_pairs_16bit(const T* grad, const uint8_t* argmax, T* out, int64_t n,
-                                    int64_t kh) {
+// `grad` and `argmax` routed to their 2 * n inputs in kernel row kh (the
+// vector's first 2 * n lanes), where the even pixels are tap 2 * kh and the
+// odd ones 2 * kh + 1. Each output pixel is doubled into a pixel pair, so one
+// compare selects both taps.
+template <typename T, int kC>
+inline __m512i routed_pixel_pairs_16bit(const T* grad, const uint8_t* argmax, int64_t n,
+                                        int64_t kh) {
   static_assert(kC == 1 || kC == 2);
   const __mmask16 in = lane_mask(std::min(n, kLanes));
   const __m256i g16 = _mm256_maskz_loadu_epi16(in, grad);
@@ -100,8 +101,32 @@ inline void route_pixel_pairs_16bit(const T* grad, const uint8_t* argmax, T* out
     taps = _mm512_set1_epi64(even | (odd << 32));
   }
   const __mmask32 selected = _mm512_cmpeq_epi16_mask(a2, taps);
-  store_16bit<kStream>(out, _mm512_maskz_mov_epi16(selected, zero_plus_16bit<T>(g2)), 2 * n);
+  return _mm512_maskz_mov_epi16(selected, zero_plus_16bit<T>(g2));
 }
+
+// StreamAppender's lanes for 16-bit routing: 32 elements, a cache line.
+template <typename T>
+struct Bits16Lanes {
+  using Elem = T;
+  using V = __m512i;
+  static constexpr int64_t kCount = kLanes16;
+  static V zero() { return _mm512_setzero_si512(); }
+  static V rotate_up(const V& v, int64_t k) {
+    alignas(64) static constexpr int16_t kLane[32] = {0,  1,  2,  3,  4,  5,  6,  7,
+                                                      8,  9,  10, 11, 12, 13, 14, 15,
+                                                      16, 17, 18, 19, 20, 21, 22, 23,
+                                                      24, 25, 26, 27, 28, 29, 30, 31};
+    const __m512i lane = _mm512_load_si512(kLane);
+    return _mm512_permutexvar_epi16(
+        _mm512_sub_epi16(lane, _mm512_set1_epi16(static_cast<int16_t>(k))), v);
+  }
+  static V blend(const V& a, const V& b, int64_t begin, int64_t end) {
+    const uint64_t lanes = ((uint64_t{1} << (end - begin)) - 1) << begin;
+    return _mm512_mask_mov_epi16(a, static_cast<__mmask32>(lanes), b);
+  }
+  static void stream(T* p, const V& v) { _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v); }
+  static void store(T* p, const V& v, int64_t n) { store_16bit<false>(p, v, n); }
+};
 
 // Tiled channels_last (backward_kernels.h): the C channels of one output
 // pixel to the kernel_w input pixels of its window in kernel row kh, 32
@@ -128,6 +153,9 @@ inline void route_channels_16bit(const T* grad, const uint8_t* argmax, T* window
 
 template <typename T>
 constexpr bool kRoutesIn16BitLanes = false;
+
+template <typename T>
+struct Bits16Lanes;  // AVX-512 only
 
 #endif
 

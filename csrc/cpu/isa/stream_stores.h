@@ -4,8 +4,11 @@
 // vector-aligned vectors; anything else takes the ordinary store.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 
+#include "../fast_paths.h"
 #include "vec_io.h"
 
 namespace poolx {
@@ -17,22 +20,29 @@ constexpr bool kCanStream = true;
 constexpr bool kCanStream = false;
 #endif
 
-// Below this an output may well be read again from the caches by the next op.
-constexpr int64_t kStreamMinBytes = int64_t{8} << 20;
-
 template <typename T>
 inline bool vector_aligned(const T* p) {
   return reinterpret_cast<uintptr_t>(p) % (kLanes * sizeof(T)) == 0;
 }
 
-// Streaming pays off when the output is large and its rows of `row` elements
-// keep every vector aligned (then no cache line is written by both kinds of
-// store); an argmax written beside it (row bytes per row) must start aligned too.
+// Bytes a pooling op moves: its large side (input or grad_input), its small
+// side (values or grad_output) and the argmax, each once.
+inline int64_t pooling_traffic(int64_t large_elems, int64_t small_elems, int64_t elem_bytes,
+                               bool argmax) {
+  return (large_elems + small_elems) * elem_bytes + (argmax ? small_elems : 0);
+}
+
+// Streaming pays off when the op moves more than the caches would keep (see
+// stream_min_bytes). The output must start a cache line (every vector of a
+// stream that starts there is aligned); an argmax streamed beside it must
+// start a 16-byte vector. Callers that store rows of their own (channels_last
+// pixels) must also keep every row a whole number of vectors: no cache line
+// may be written by both kinds of store.
 template <typename T>
-inline bool worth_streaming(const T* base, int64_t row, int64_t total,
+inline bool worth_streaming(const T* base, int64_t traffic_bytes,
                             const uint8_t* argmax = nullptr) {
-  return kCanStream && total * static_cast<int64_t>(sizeof(T)) >= kStreamMinBytes &&
-         row % kLanes == 0 && vector_aligned(base) &&
+  return kCanStream && traffic_bytes >= stream_min_bytes() &&
+         reinterpret_cast<uintptr_t>(base) % 64 == 0 &&
          reinterpret_cast<uintptr_t>(argmax) % kLanes == 0;
 }
 
@@ -109,6 +119,102 @@ inline void fill_zero(T* p, int64_t n) {
     }
   }
   std::fill(p + i, p + n, T(0));
+}
+
+// Lane j of the result is lane (j - k) mod kLanes of v.
+inline Vec rotate_lanes_up(const Vec& v, int64_t k) {
+#if defined(CPU_CAPABILITY_AVX512)
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  return _mm512_permutexvar_ps(_mm512_sub_epi32(lane, _mm512_set1_epi32(static_cast<int>(k))), v);
+#elif defined(CPU_CAPABILITY_AVX2)
+  const __m256i lane = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  return _mm256_permutevar8x32_ps(v, _mm256_sub_epi32(lane, _mm256_set1_epi32(static_cast<int>(k))));
+#else
+  float in[kLanes], out[kLanes];
+  v.store(in);
+  for (int64_t j = 0; j < kLanes; ++j) out[j] = in[(j - k + kLanes) % kLanes];
+  return Vec::loadu(out);
+#endif
+}
+
+// Lanes [begin, end) of b (end <= kLanes), the others of a.
+inline Vec blend_lanes(const Vec& a, const Vec& b, int64_t begin, int64_t end) {
+#if defined(CPU_CAPABILITY_AVX512)
+  const uint32_t lanes = ((uint32_t{1} << (end - begin)) - 1) << begin;
+  return _mm512_mask_mov_ps(a, static_cast<__mmask16>(lanes), b);
+#else
+  const Vec lane = Vec::arange(0.f, 1.f);
+  return Vec::blendv(a, b, (lane >= Vec(static_cast<float>(begin))) &
+                               (lane < Vec(static_cast<float>(end))));
+#endif
+}
+
+// StreamAppender's lanes: float vectors holding values of T (pooled maxima,
+// routed gradients), narrowed exactly, NaNs per element as in torch's NCHW
+// kernels.
+template <typename T>
+struct ValueLanes {
+  using Elem = T;
+  using V = Vec;
+  static constexpr int64_t kCount = kLanes;
+  static V zero() { return Vec(0.f); }
+  static V rotate_up(const V& v, int64_t k) { return rotate_lanes_up(v, k); }
+  static V blend(const V& a, const V& b, int64_t begin, int64_t end) {
+    return blend_lanes(a, b, begin, end);
+  }
+  static void stream(T* p, const V& v) { store_lanes<true, true>(p, v, kLanes); }
+  static void store(T* p, const V& v, int64_t n) { store_lanes<false, true>(p, v, n); }
+};
+
+// Pieces of n <= kCount lanes appended to consecutive elements from a
+// vector-aligned start, stored as whole aligned vectors, each by one
+// streaming store: rows whose length is no multiple of a vector (vgg-256's
+// 56 outputs) need not split vectors, and cache lines, at their ends, where
+// ordinary stores would read every line first. finish() stores what is left.
+template <typename Lanes>
+class StreamAppender {
+ public:
+  using Elem = typename Lanes::Elem;
+  using V = typename Lanes::V;
+  static constexpr int64_t kCount = Lanes::kCount;
+
+  explicit StreamAppender(Elem* start) : next_(start), pending_(Lanes::zero()) {}
+
+  void append(const V& v, int64_t n) {
+    if (fill_ == 0 && n == kCount) {  // rows of whole vectors take only this
+      Lanes::stream(next_, v);
+      next_ += kCount;
+      return;
+    }
+    const V moved = Lanes::rotate_up(v, fill_);
+    pending_ = Lanes::blend(pending_, moved, fill_, std::min(fill_ + n, kCount));
+    fill_ += n;
+    if (fill_ >= kCount) {
+      Lanes::stream(next_, pending_);
+      next_ += kCount;
+      fill_ -= kCount;
+      pending_ = moved;  // its lanes below fill_ are v's last ones
+    }
+  }
+
+  void append_zeros(int64_t n) {
+    for (; n > 0; n -= kCount) append(Lanes::zero(), std::min(n, kCount));
+  }
+
+  void finish() {
+    if (fill_ > 0) Lanes::store(next_, pending_, fill_);
+  }
+
+ private:
+  Elem* next_;
+  V pending_;
+  int64_t fill_ = 0;
+};
+
+// Rows of `row` elements per task so that every task starts a whole vector
+// of `lanes` elements.
+inline int64_t rows_per_aligned_start(int64_t row, int64_t lanes) {
+  return lanes / std::gcd(row, lanes);
 }
 
 // Runs f(std::bool_constant<stream>) so kernels take streaming as a template

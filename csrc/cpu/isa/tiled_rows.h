@@ -37,12 +37,13 @@ inline std::pair<Vec, Vec> load_pixel_pairs(const T* p, int64_t n) {
 }
 
 // One output row of out_row elements from the kernel_h window rows at
-// `window` (in_row apart). kRows: kernel_h when known at compile time (2,
-// nearly every network), else 0. Full vectors and the row's tail are
-// separate calls of `vector_at`, so full ones load and store unmasked.
-template <typename T, bool kArgmax, int kC, bool kStream, int kRows>
-inline void forward_tiled_row(const T* window, int64_t in_row, int64_t kernel_h, T* out,
-                              uint8_t* argmax, int64_t out_row) {
+// `window` (in_row apart), handed to store(i0, best, n) a vector at a time.
+// kRows: kernel_h when known at compile time (2, nearly every network), else
+// 0. Full vectors and the row's tail are separate calls of `vector_at`, so
+// full ones load unmasked.
+template <bool kArgmax, int kC, int kRows, typename T, typename Store>
+inline void forward_tiled_row(const T* window, int64_t in_row, int64_t kernel_h,
+                              int64_t out_row, Store&& store) {
   const int64_t rows = kRows ? kRows : kernel_h;
   const auto vector_at = [&](int64_t i0, int64_t n) {
     const auto [left, right] = load_pixel_pairs<kC>(window + 2 * i0, n);
@@ -53,8 +54,7 @@ inline void forward_tiled_row(const T* window, int64_t in_row, int64_t kernel_h,
       best.update(l, kh * 2);
       best.update(r, kh * 2 + 1);
     }
-    store_lanes<kStream, true>(out + i0, best.value, n);
-    if constexpr (kArgmax) store_argmax_lanes<kStream>(argmax + i0, best.argmax, n);
+    store(i0, best, n);
   };
   int64_t i0 = 0;
   for (; i0 + kLanes <= out_row; i0 += kLanes) vector_at(i0, kLanes);
@@ -62,36 +62,54 @@ inline void forward_tiled_row(const T* window, int64_t in_row, int64_t kernel_h,
 }
 
 // Values (and argmax) of `planes` planes; torch narrows these layouts one
-// element at a time, hence the per-element NaN bits.
+// element at a time, hence the per-element NaN bits. Streamed values go
+// through a StreamAppender, tasks starting at whole vectors.
 template <typename T, bool kArgmax, int kC, bool kStream, int kRows>
 void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
   // Sizes as locals (see forward_channels_last): stores could alias `a`.
   const int64_t out_h = a.g.out_h, kernel_h = a.g.kernel_h, in_h = a.g.in_h;
-  const int64_t in_row = a.g.in_w * kC, out_row = a.g.out_w * kC;
+  const int64_t in_row = a.g.in_w * kC, out_row = a.g.out_w * kC, rows = planes * out_h;
   const T* const in = static_cast<const T*>(a.input);
   T* const out = static_cast<T*>(a.values);
   uint8_t* const argmax = a.argmax;
-  at::parallel_for(0, planes * out_h, grain_for(out_row * kernel_h * 2), [=](int64_t b,
-                                                                             int64_t e) {
-    int64_t plane = b / out_h, oh = b % out_h;
-    for (int64_t r = b; r < e; ++r) {
-      forward_tiled_row<T, kArgmax, kC, kStream, kRows>(
-          in + (plane * in_h + oh * kernel_h) * in_row, in_row, kernel_h, out + r * out_row,
-          kArgmax ? argmax + r * out_row : nullptr, out_row);
+  const int64_t unit = kStream ? rows_per_aligned_start(out_row, kLanes) : 1;
+  const int64_t grain = std::max<int64_t>(1, grain_for(out_row * kernel_h * 2) / unit);
+  at::parallel_for(0, ceil_div_nonneg(rows, unit), grain, [=](int64_t b, int64_t e) {
+    const int64_t first = b * unit, last = std::min(rows, e * unit);
+    StreamAppender<ValueLanes<T>> values(out + first * out_row);
+    int64_t plane = first / out_h, oh = first % out_h;
+    for (int64_t r = first; r < last; ++r) {
+      const T* window = in + (plane * in_h + oh * kernel_h) * in_row;
+      forward_tiled_row<kArgmax, kC, kRows>(
+          window, in_row, kernel_h, out_row,
+          [&](int64_t i0, const RunningMax<kArgmax>& best, int64_t n) {
+            if constexpr (kStream) {
+              values.append(best.value, n);
+            } else {
+              store_lanes<false, true>(out + r * out_row + i0, best.value, n);
+            }
+            // ordinary stores: streamed 16-byte pieces measured slower
+            // (vgg-128 float32: 10.1 vs 9.3 ms)
+            if constexpr (kArgmax) store_argmax(argmax + r * out_row + i0, best.argmax, n);
+          });
       if (++oh == out_h) {
         oh = 0;
         ++plane;
       }
     }
-    if constexpr (kStream) stream_fence();
+    if constexpr (kStream) {
+      values.finish();
+      stream_fence();
+    }
   });
 }
 
 template <typename T, bool kArgmax, int kC>
 void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
   const int64_t outputs = planes * a.g.out_h * a.g.out_w * kC;
-  const bool stream =
-      worth_streaming(static_cast<T*>(a.values), a.g.out_w * kC, outputs, a.argmax);
+  const int64_t inputs = planes * a.g.in_h * a.g.in_w * kC;
+  const bool stream = worth_streaming(
+      static_cast<T*>(a.values), pooling_traffic(inputs, outputs, sizeof(T), a.argmax));
   with_streaming(stream, [&](auto s) {
     a.g.kernel_h == 2 ? forward_tiled_rows<T, kArgmax, kC, s.value, 2>(a, planes)
                       : forward_tiled_rows<T, kArgmax, kC, s.value, 0>(a, planes);
@@ -99,53 +117,78 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
 }
 
 // n <= kLanes outputs of kC-channel pixels routed to their 2 * n inputs in
-// kernel row kh (even pixels tap 2 * kh, odd ones 2 * kh + 1), through float
-// lanes; route_16bit.h has the 16-bit-lane twin.
-template <typename T, int kC, bool kCopy, bool kStream>
-inline void route_pixel_pairs(const T* grad, const uint8_t* argmax, T* out, int64_t n,
-                              int64_t kh) {
+// kernel row kh (even pixels tap 2 * kh, odd ones 2 * kh + 1), as the first
+// 2 * n lanes of two float vectors; route_16bit.h has the 16-bit-lane twin.
+template <typename T, int kC, bool kCopy>
+inline std::pair<Vec, Vec> routed_pixel_pairs(const T* grad, const uint8_t* argmax, int64_t n,
+                                              int64_t kh) {
   const Vec g = load_float(grad, n);
   const Vec am = load_argmax(argmax, n);
-  const auto [lo, hi] = interleave_pixels<kC>(select_grad<kCopy>(g, am, kh * 2),
-                                              select_grad<kCopy>(g, am, kh * 2 + 1));
-  store_lanes<kStream, true>(out, lo, std::min(2 * n, kLanes));
-  if (2 * n > kLanes) store_lanes<kStream, true>(out + kLanes, hi, 2 * n - kLanes);
+  return interleave_pixels<kC>(select_grad<kCopy>(g, am, kh * 2),
+                               select_grad<kCopy>(g, am, kh * 2 + 1));
 }
 
 // Each input row is written once, from one output row (zeros where floor
 // mode dropped rows or columns). torch's backward narrows per element, in
-// both layouts.
+// both layouts. Streamed, grad_input goes through a StreamAppender, tasks
+// starting at whole vectors.
 template <typename T, int kC, bool kCopy, bool kStream>
 void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
+  constexpr bool k16Bit = kRoutesIn16BitLanes<T> && !kCopy;
+  using Lanes = std::conditional_t<k16Bit, Bits16Lanes<T>, ValueLanes<T>>;
   // Sizes as locals (see forward_tiled_rows).
   const int64_t in_h = a.g.in_h, out_h = a.g.out_h, kernel_h = a.g.kernel_h;
-  const int64_t in_row = a.g.in_w * kC, out_row = a.g.out_w * kC;
+  const int64_t in_row = a.g.in_w * kC, out_row = a.g.out_w * kC, rows = planes * in_h;
   const T* const go = static_cast<const T*>(a.grad_output);
   const uint8_t* const argmax = a.argmax;
   T* const gi = static_cast<T*>(a.grad_input);
-  at::parallel_for(0, planes * in_h, grain_for(in_row), [=](int64_t b, int64_t e) {
-    int64_t plane = b / in_h, ih = b % in_h;
+  const int64_t unit = kStream ? rows_per_aligned_start(in_row, Lanes::kCount) : 1;
+  const int64_t grain = std::max<int64_t>(1, grain_for(in_row) / unit);
+  at::parallel_for(0, ceil_div_nonneg(rows, unit), grain, [=](int64_t b, int64_t e) {
+    const int64_t first = b * unit, last = std::min(rows, e * unit);
+    StreamAppender<Lanes> stream(gi + first * in_row);
+    int64_t plane = first / in_h, ih = first % in_h;
     int64_t oh = ih / kernel_h, kh = ih % kernel_h;
-    for (int64_t r = b; r < e; ++r) {
+    for (int64_t r = first; r < last; ++r) {
       T* gi_row = gi + r * in_row;
+      const auto zeros = [&](int64_t i, int64_t n) {
+        if constexpr (kStream) {
+          stream.append_zeros(n);
+        } else {
+          std::fill(gi_row + i, gi_row + i + n, T(0));
+        }
+      };
       if (oh >= out_h) {
-        fill_zero<kStream>(gi_row, in_row);
+        zeros(0, in_row);
       } else {
         const int64_t o_row = (plane * out_h + oh) * out_row;
         // full vectors and the tail as separate calls: full ones unmasked
         const auto route = [&](int64_t i0, int64_t n) {
-          if constexpr (kRoutesIn16BitLanes<T> && !kCopy) {
-            route_pixel_pairs_16bit<T, kC, kStream>(go + o_row + i0, argmax + o_row + i0,
-                                                    gi_row + 2 * i0, n, kh);
+          if constexpr (k16Bit) {
+            const auto v = routed_pixel_pairs_16bit<T, kC>(go + o_row + i0, argmax + o_row + i0,
+                                                           n, kh);
+            if constexpr (kStream) {
+              stream.append(v, 2 * n);
+            } else {
+              store_16bit<false>(gi_row + 2 * i0, v, 2 * n);
+            }
           } else {
-            route_pixel_pairs<T, kC, kCopy, kStream>(go + o_row + i0, argmax + o_row + i0,
-                                                     gi_row + 2 * i0, n, kh);
+            const auto [lo, hi] =
+                routed_pixel_pairs<T, kC, kCopy>(go + o_row + i0, argmax + o_row + i0, n, kh);
+            const int64_t n_lo = std::min(2 * n, kLanes), n_hi = 2 * n - n_lo;
+            if constexpr (kStream) {
+              stream.append(lo, n_lo);
+              if (n_hi > 0) stream.append(hi, n_hi);
+            } else {
+              store_lanes<false, true>(gi_row + 2 * i0, lo, n_lo);
+              if (n_hi > 0) store_lanes<false, true>(gi_row + 2 * i0 + kLanes, hi, n_hi);
+            }
           }
         };
         int64_t i0 = 0;
         for (; i0 + kLanes <= out_row; i0 += kLanes) route(i0, kLanes);
         if (i0 < out_row) route(i0, out_row - i0);
-        fill_zero<kStream>(gi_row + 2 * out_row, in_row - 2 * out_row);
+        zeros(2 * out_row, in_row - 2 * out_row);
       }
       if (++kh == kernel_h) {
         kh = 0;
@@ -156,14 +199,19 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
         ++plane;
       }
     }
-    if constexpr (kStream) stream_fence();
+    if constexpr (kStream) {
+      stream.finish();
+      stream_fence();
+    }
   });
 }
 
 template <typename T, int kC, bool kCopy>
 void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
   const int64_t inputs = planes * a.g.in_h * a.g.in_w * kC;
-  const bool stream = worth_streaming(static_cast<T*>(a.grad_input), a.g.in_w * kC, inputs);
+  const int64_t outputs = planes * a.g.out_h * a.g.out_w * kC;
+  const bool stream = worth_streaming(static_cast<T*>(a.grad_input),
+                                      pooling_traffic(inputs, outputs, sizeof(T), true));
   with_streaming(stream, [&](auto s) {
     backward_tiled_rows<T, kC, kCopy, s.value>(a, planes);
   });
