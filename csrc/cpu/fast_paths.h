@@ -45,9 +45,9 @@ namespace isa_avx512 { const FastPaths& fast_paths(); }
 // The widest instruction set this CPU (and this build) supports.
 const FastPaths& cpu_fast_paths();
 
-// Ops that move at least this many bytes write their large output with
-// streaming stores (csrc/cpu/isa/stream_stores.h). set_ returns the previous
-// value; a negative value restores the default.
+// Outputs of at least this many bytes are written with streaming stores
+// (csrc/cpu/isa/stream_stores.h). set_ returns the previous value; a negative
+// value restores the default.
 int64_t stream_min_bytes();
 int64_t set_stream_min_bytes(int64_t bytes);
 

@@ -164,10 +164,8 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
 template <typename T, bool kCopy = false>
 void backward_channels_last_tiled(const FastBackwardArgs& a) {
   const int64_t inputs = a.in_l.n * a.in_l.c * a.g.in_h * a.g.in_w;
-  const int64_t outputs = a.out_l.n * a.out_l.c * a.g.out_h * a.g.out_w;
-  const bool stream = a.in_l.c % kLanes == 0 &&
-                      worth_streaming(static_cast<T*>(a.grad_input),
-                                      pooling_traffic(inputs, outputs, sizeof(T), true));
+  const bool stream =
+      a.in_l.c % kLanes == 0 && worth_streaming(static_cast<T*>(a.grad_input), inputs);
   with_streaming(stream, [&](auto s) {
     a.g.kernel_w == 2 ? backward_channels_last_tiled<T, kCopy, s.value, 2>(a)
                       : backward_channels_last_tiled<T, kCopy, s.value, 0>(a);

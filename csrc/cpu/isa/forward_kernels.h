@@ -222,9 +222,8 @@ template <typename T, bool kArgmax>
 void forward_channels_last(const FastForwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const int64_t C = a.in_l.c, outputs = a.out_l.n * C * g.out_h * g.out_w;
-  const int64_t traffic = pooling_traffic(a.in_l.numel(), outputs, sizeof(T), a.argmax);
   const bool stream =
-      C % kLanes == 0 && worth_streaming(static_cast<T*>(a.values), traffic, a.argmax);
+      C % kLanes == 0 && worth_streaming(static_cast<T*>(a.values), outputs, a.argmax);
   const bool tile_2x2 = g.kernel_h == 2 && g.kernel_w == 2 && tiles_input(g);
   with_streaming(stream, [&](auto s) {
     tile_2x2 ? forward_channels_last<T, kArgmax, s.value, true>(a)

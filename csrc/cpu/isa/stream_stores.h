@@ -25,23 +25,15 @@ inline bool vector_aligned(const T* p) {
   return reinterpret_cast<uintptr_t>(p) % (kLanes * sizeof(T)) == 0;
 }
 
-// Bytes a pooling op moves: its large side (input or grad_input), its small
-// side (values or grad_output) and the argmax, each once.
-inline int64_t pooling_traffic(int64_t large_elems, int64_t small_elems, int64_t elem_bytes,
-                               bool argmax) {
-  return (large_elems + small_elems) * elem_bytes + (argmax ? small_elems : 0);
-}
-
-// Streaming pays off when the op moves more than the caches would keep (see
-// stream_min_bytes). The output must start a cache line (every vector of a
-// stream that starts there is aligned); an argmax streamed beside it must
-// start a 16-byte vector. Callers that store rows of their own (channels_last
-// pixels) must also keep every row a whole number of vectors: no cache line
-// may be written by both kinds of store.
+// Streaming pays off when the output is large (see stream_min_bytes) and
+// starts a cache line (every vector of a stream that starts there is
+// aligned); an argmax streamed beside it must start a 16-byte vector. Callers
+// that store rows of their own (channels_last pixels) must also keep every
+// row a whole number of vectors: no cache line may be written by both kinds
+// of store.
 template <typename T>
-inline bool worth_streaming(const T* base, int64_t traffic_bytes,
-                            const uint8_t* argmax = nullptr) {
-  return kCanStream && traffic_bytes >= stream_min_bytes() &&
+inline bool worth_streaming(const T* base, int64_t total, const uint8_t* argmax = nullptr) {
+  return kCanStream && total * static_cast<int64_t>(sizeof(T)) >= stream_min_bytes() &&
          reinterpret_cast<uintptr_t>(base) % 64 == 0 &&
          reinterpret_cast<uintptr_t>(argmax) % kLanes == 0;
 }

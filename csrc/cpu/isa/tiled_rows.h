@@ -107,9 +107,7 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
 template <typename T, bool kArgmax, int kC>
 void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
   const int64_t outputs = planes * a.g.out_h * a.g.out_w * kC;
-  const int64_t inputs = planes * a.g.in_h * a.g.in_w * kC;
-  const bool stream = worth_streaming(
-      static_cast<T*>(a.values), pooling_traffic(inputs, outputs, sizeof(T), a.argmax));
+  const bool stream = worth_streaming(static_cast<T*>(a.values), outputs);
   with_streaming(stream, [&](auto s) {
     a.g.kernel_h == 2 ? forward_tiled_rows<T, kArgmax, kC, s.value, 2>(a, planes)
                       : forward_tiled_rows<T, kArgmax, kC, s.value, 0>(a, planes);
@@ -209,9 +207,7 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
 template <typename T, int kC, bool kCopy>
 void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
   const int64_t inputs = planes * a.g.in_h * a.g.in_w * kC;
-  const int64_t outputs = planes * a.g.out_h * a.g.out_w * kC;
-  const bool stream = worth_streaming(static_cast<T*>(a.grad_input),
-                                      pooling_traffic(inputs, outputs, sizeof(T), true));
+  const bool stream = worth_streaming(static_cast<T*>(a.grad_input), inputs);
   with_streaming(stream, [&](auto s) {
     backward_tiled_rows<T, kC, kCopy, s.value>(a, planes);
   });
