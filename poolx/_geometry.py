@@ -24,8 +24,10 @@ def _int64(v, name, op, value):
 
 def pair(value, name, op="max_pool2d"):
     """An int or a sequence of one or two ints, as a tuple of two ints."""
-    if type(value) is int and -(2**63) <= value < 2**63:  # the common case, cheaply
+    if _plain(value):  # the common cases, cheaply
         return (value, value)
+    if type(value) is tuple and len(value) == 2 and _plain(value[0]) and _plain(value[1]):
+        return value
     if _is_int(value):
         return (_int64(value, name, op, value),) * 2
     if isinstance(value, Sequence) and not isinstance(value, str):
@@ -42,8 +44,18 @@ def pair(value, name, op="max_pool2d"):
     raise TypeError(f"{op}: {name} must be an int or a tuple of two ints, but got {name}={value!r}")
 
 
+def _plain(v):
+    return type(v) is int and -(2**63) <= v < 2**63
+
+
 def pool_params(kernel_size, stride=None, padding=0, dilation=1, op="max_pool2d"):
     """(kernel, stride, padding, dilation) as pairs; stride None or () means kernel."""
+    if _plain(kernel_size) and _plain(padding) and _plain(dilation):  # the common case, cheaply
+        k = (kernel_size, kernel_size)
+        if stride is None:
+            return k, k, (padding, padding), (dilation, dilation)
+        if _plain(stride):
+            return k, (stride, stride), (padding, padding), (dilation, dilation)
     kernel = pair(kernel_size, "kernel_size", op)
     empty_stride = stride is None or (isinstance(stride, Sequence) and len(stride) == 0)
     return (
