@@ -11,6 +11,7 @@ import argparse
 import gc
 import itertools
 import os
+import statistics
 import sys
 
 ALL_SHAPES = ["seed", "mnist", "vgg", "resnet-stem", "unet"]
@@ -39,6 +40,9 @@ def parse_args(argv):
                    help="small cases: mnist and resnet-stem (batch 2), float32 and bfloat16, "
                         "every layout and mode, in well under a minute")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measure every peer of a case this many times, in turns, and report "
+                        "the median: slow drifts of a shared machine then hit all peers alike")
     p.add_argument("--min-run-time", type=float, default=None,
                    help="seconds per measurement (default 0.3, 0.05 with --quick)")
     p.add_argument("--copy-mb", type=int, default=None,
@@ -53,6 +57,8 @@ def parse_args(argv):
     p.add_argument("--plot", default="bench/results/{device}.png", metavar="PATH")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
+    if args.rounds < 1:
+        p.error(f"--rounds must be at least 1, but got --rounds={args.rounds}")
     args.min_run_time = args.min_run_time or (0.05 if args.quick else 0.3)
     args.copy_mb = args.copy_mb or (64 if args.quick else 512)
     if args.prefault_gb is None:
@@ -97,7 +103,8 @@ def run_cases(args, cases, floors):
 
     threads = torch.get_num_threads()
     records = []
-    bar = tqdm(total=len(cases) * len(args.peers), disable=args.no_progress, unit="run")
+    bar = tqdm(total=len(cases) * len(args.peers) * args.rounds, disable=args.no_progress,
+               unit="run")
     group_key = lambda c: (c.shape, c.layout, c.dtype)  # noqa: E731
     for (shape, layout, dtype), group in itertools.groupby(cases, key=group_key):
         t = CaseTensors(shape, LAYOUTS[layout], DTYPES[dtype], args.device)
@@ -109,17 +116,21 @@ def run_cases(args, cases, floors):
         }
         for case in group:
             bar.set_description(case.key)
-            times = {}
-            for peer in args.peers:
-                run = make_runner(peer, case.mode, t, shape)
-                warm_up(run, args.min_run_time)
-                times[peer] = measure(run, threads, args.min_run_time)
-                bar.update()
+            runs = {peer: make_runner(peer, case.mode, t, shape) for peer in args.peers}
+            rounds = {peer: [] for peer in args.peers}
+            for i in range(args.rounds):
+                for peer, run in runs.items():
+                    if i == 0:
+                        warm_up(run, args.min_run_time)
+                    rounds[peer].append(measure(run, threads, args.min_run_time))
+                    bar.update()
+            times = {peer: statistics.median(r) for peer, r in rounds.items()}
             nbytes = minimal_bytes(case)
             gbps = {p: nbytes / s / 1e9 for p, s in times.items()}
             records.append({
                 "key": case.key, "shape": shape.name, "layout": layout, "dtype": dtype,
                 "mode": case.mode, "size": [shape.n, shape.c, shape.h, shape.w],
+                "median_s_by_round": rounds,
                 "kernel": shape.kernel, "stride": shape.stride, "padding": shape.padding,
                 "minimal_bytes": nbytes, "median_s": times, "gbps": gbps,
                 "fraction_of_copy": {p: g / floors["copy"] for p, g in gbps.items()},
@@ -163,8 +174,9 @@ def main(argv=None):
         "clone_gbps": floors["clone"],
         "copy_bytes": 2 * (args.copy_mb << 20),
         "settings": {"min_run_time_s": args.min_run_time, "quick": args.quick,
-                     "prefaulted_bytes": prefaulted,
-                     "peers": args.peers, "statistic": "median of blocked_autorange"},
+                     "prefaulted_bytes": prefaulted, "rounds": args.rounds,
+                     "peers": args.peers,
+                     "statistic": "median over rounds of blocked_autorange's median"},
         "cases": run_cases(args, cases, floors),
     }
     print(f"copy bandwidth (read + written): {floors['copy']:.1f} GB/s into a warm buffer "

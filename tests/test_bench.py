@@ -60,3 +60,14 @@ def test_compile_peer(tmp_path):
                            "float32", "--modes", "forward+backward", "--peers", "compile")
     (r,) = results["cases"]
     check_case(r, ["compile", "poolx"])
+
+
+def test_rounds_report_the_median_of_each_peers_rounds(tmp_path):
+    results, _ = run_bench(tmp_path, "--shapes", "mnist", "--layouts", "nchw", "--dtypes",
+                           "float32", "--modes", "inference", "--rounds", "3")
+    (r,) = results["cases"]
+    check_case(r, ["eager", "avg_pool2d", "poolx"])
+    assert results["settings"]["rounds"] == 3
+    for peer, times in r["median_s_by_round"].items():
+        assert len(times) == 3 and all(positive(t) for t in times)
+        assert r["median_s"][peer] == sorted(times)[1]

@@ -129,7 +129,8 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
   // streaming stores are whole aligned vectors already
   const int64_t spilling =
       kStream ? 0
-              : spilling_windows(C, g.in_w, g.out_w, kernel_w, k16BitLanes ? 2 * kLanes : kLanes);
+              : spilling_windows(C, g.in_w, g.out_w, kernel_w,
+                                 k16BitLanes ? spill_lanes_16bit(C) : kLanes);
   at::parallel_for(0, rows, grain_for(g.in_w * C), [=](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t n_img = r / g.in_h, ih = r % g.in_h;
