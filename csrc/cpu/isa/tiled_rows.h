@@ -153,7 +153,7 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
         if constexpr (kStream) {
           stream.append_zeros(n);
         } else {
-          std::fill(gi_row + i, gi_row + i + n, T(0));
+          fill_zero</*kStream=*/false>(gi_row + i, n);
         }
       };
       if (oh >= out_h) {
