@@ -183,9 +183,12 @@ def test_narrower_instruction_sets(isa):
 
 
 # (shape, channels_last): small and streamed outputs, vectors along the row and
-# along C with a channel tail (C = 40: 32 channels per at::vec bfloat16 vector).
+# along C with a channel tail (C = 40: 32 channels per at::vec bfloat16 vector),
+# and fewer channels than one vector (C = 10, a pixel per step; mnist's shape
+# splits into several tasks).
 NAN_BIT_CASES = [((2, 3, 9, 37), False), ((1, 8, 1537, 1536), False), ((2, 40, 6, 34), True),
-                 ((1, 2, 8, 37), True), ((1, 64, 384, 768), True)]
+                 ((1, 2, 8, 37), True), ((1, 64, 384, 768), True), ((2, 10, 8, 38), True),
+                 ((8, 10, 28, 28), True)]
 
 
 @pytest.mark.parametrize("shape, channels_last", NAN_BIT_CASES, ids=str)

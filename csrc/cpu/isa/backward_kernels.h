@@ -101,18 +101,6 @@ inline void route_channels(const T* grad, const uint8_t* argmax, T* window, int6
   }
 }
 
-// How many leading windows of a row of in_w pixels may route with kSpill:
-// C fits one vector of `lanes`, and the spill of the window's last tap stays
-// inside the row (the rest of the row is this thread's to write next: more
-// windows, or the zeros past the last one). A masked store of a few channels
-// costs several times a whole one (mnist, C = 10: the backward 25% faster).
-inline int64_t spilling_windows(int64_t C, int64_t in_w, int64_t out_w, int64_t kernel_w,
-                                int64_t lanes) {
-  const int64_t room = in_w * C - (kernel_w - 1) * C - lanes;  // last spill's start
-  if (C > lanes || room < 0) return 0;
-  return std::min(out_w, room / (kernel_w * C) + 1);
-}
-
 // channels_last, tiled: each output pixel's gradient and argmax are loaded
 // once and routed to the kernel_w input pixels of its window in this row.
 // kKernelW: kernel_w known at compile time (2), so the tap loop unrolls; 0

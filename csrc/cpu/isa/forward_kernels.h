@@ -93,6 +93,40 @@ void forward_nchw(const FastForwardArgs& a) {
   });
 }
 
+// One output row of 2x2 windows tiling channels_last pixels of C <= kLanes
+// channels, a pixel per step. The first `spilling` pixels store whole
+// vectors, whose lanes past C the next pixel overwrites (masked stores of a
+// few channels cost several times a whole one; see spilling_windows).
+// Everything comes by value: the stores may alias any memory, so what the
+// loop read from memory it would reload per pixel. C is fewer channels than
+// a vector of torch's, so NaNs narrow per element.
+template <bool kArgmax, bool kStream, typename T>
+inline void forward_tiled_row_few_channels(const T* window, int64_t row_stride, int64_t C,
+                                           int64_t out_w, int64_t spilling, T* out,
+                                           uint8_t* argmax, PixelPairLoader<T> pixel_pairs,
+                                           bool prefetch) {
+  static_assert(at::vec::Vectorized<c10::BFloat16>::size() > kLanes);
+  const auto pixel = [&](int64_t ow, auto spill) {
+    const T* p = window + ow * 2 * C;
+    if (prefetch) {
+      prefetch_ahead(p);
+      prefetch_ahead(p + row_stride);
+    }
+    const auto [t0, t1] = pixel_pairs.load(p);
+    const auto [t2, t3] = pixel_pairs.load(p + row_stride);
+    RunningMax<kArgmax> best(t0, 0);
+    best.update(t1, 1);
+    best.update(t2, 2);
+    best.update(t3, 3);
+    const int64_t n = spill ? kLanes : C;
+    store_lanes<kStream, true>(out + ow * C, best.value, n);
+    if constexpr (kArgmax) store_argmax_lanes<kStream>(argmax + ow * C, best.argmax, n);
+  };
+  int64_t ow = 0;
+  for (; ow < spilling; ++ow) pixel(ow, std::true_type{});
+  for (; ow < out_w; ++ow) pixel(ow, std::false_type{});
+}
+
 // channels_last, any geometry: one output pixel per step, kLanes channels
 // per vector. kTile2x2: 2x2 windows tiling the input (no padding, dilation or
 // cut window), whose tap loops then unroll; with few channels the generic
@@ -113,15 +147,22 @@ void forward_channels_last(const FastForwardArgs& a) {
   // the remaining channels one at a time; NaN bits differ between the two.
   const int64_t torch_vector_channels = C - C % at::vec::Vectorized<T>::size();
   const bool prefetch = worth_prefetching<T>(a.in_l.numel());
-#if defined(CPU_CAPABILITY_AVX512)
-  const PixelPairOfBFloat16 pixel_pair(std::min<int64_t>(C, kLanes));
-#endif
+  const PixelPairLoader<T> pixel_pairs(std::min<int64_t>(C, kLanes));
+  const int64_t spilling = spilling_windows(C, g.out_w, g.out_w, 1, kLanes);
   at::parallel_for(0, rows, grain_for(g.out_w * C * g.kernel_h * g.kernel_w), [=](int64_t b,
                                                                                   int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t oh = r % g.out_h;
       const T* image = in + (r / g.out_h) * image_stride;
       const int64_t h0 = oh * g.stride_h - g.pad_h;
+      if constexpr (kTile2x2) {
+        if (C <= kLanes) {
+          forward_tiled_row_few_channels<kArgmax, kStream>(
+              image + h0 * row_stride, row_stride, C, g.out_w, spilling, out + r * g.out_w * C,
+              kArgmax ? argmax + r * g.out_w * C : nullptr, pixel_pairs, prefetch);
+          continue;
+        }
+      }
       const TapRange taps_h =
           kTile2x2 ? TapRange{0, 2} : window_taps(h0, g.kernel_h, dilation_h, g.in_h);
       for (int64_t ow = 0; ow < g.out_w; ++ow) {
@@ -156,29 +197,6 @@ void forward_channels_last(const FastForwardArgs& a) {
           }
         };
         int64_t c0 = 0;
-#if defined(CPU_CAPABILITY_AVX512)
-        if constexpr (kTile2x2 && std::is_same_v<T, c10::BFloat16>) {
-          // a window row is one load (mnist, C = 10: the op 15% faster,
-          // ahead of float32); fewer channels than a vector of torch's, so
-          // NaNs narrow per element
-          if (C <= kLanes) {
-            const T* p = image + h0 * row_stride + w0 * C;
-            if (prefetch) {
-              prefetch_ahead(p);
-              prefetch_ahead(p + row_stride);
-            }
-            const auto [t0, t1] = pixel_pair.load(p);
-            const auto [t2, t3] = pixel_pair.load(p + row_stride);
-            RunningMax<kArgmax> best(t0, 0);
-            best.update(t1, 1);
-            best.update(t2, 2);
-            best.update(t3, 3);
-            store_lanes<kStream, true>(out + o, best.value, C);
-            if constexpr (kArgmax) store_argmax_lanes<kStream>(argmax + o, best.argmax, C);
-            continue;
-          }
-        }
-#endif
         if constexpr (kSplitsPairsByShift<T>) {
           // 2 * kLanes channels per load, as even and odd channels (the max is
           // lane-wise, so their order matters only when stored)

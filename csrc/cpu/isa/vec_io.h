@@ -96,9 +96,15 @@ template <typename T, bool kExact, bool kNanPerElement = false>
 inline __m256i narrow_16bit(const Vec& v) {
   if constexpr (kExact && std::is_same_v<T, c10::BFloat16>) {
     constexpr int nan_bits = kNanPerElement ? kBFloat16NanPerElement : kBFloat16NanVectorized;
+    // one permute gathers the upper halves (vpmovdw takes two uops), and
+    // 16-bit lane i then holds float lane i, so the NaN mask applies as is
+    const __m512i upper_halves = _mm512_set_epi16(
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  //
+        31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    const __m512i upper = _mm512_srli_epi32(_mm512_castps_si512(v), 16);
-    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(upper, nan, _mm512_set1_epi32(nan_bits)));
+    const __m256i upper = _mm512_castsi512_si256(
+        _mm512_permutexvar_epi16(upper_halves, _mm512_castps_si512(v)));
+    return _mm256_mask_mov_epi16(upper, nan, _mm256_set1_epi16(static_cast<int16_t>(nan_bits)));
   } else {
     return _mm512_castsi512_si256(at::vec::convert<T>(v));
   }
@@ -233,14 +239,25 @@ inline std::pair<Vec, Vec> load_even_odd(const T* p, int64_t n) {
   return at::vec::deinterleave2(lo, hi);
 }
 
-#if defined(CPU_CAPABILITY_AVX512)
-// Two adjacent channels_last pixels of c <= kLanes bfloat16 channels (2 * c
-// consecutive elements) as two float vectors: one load, and a permute per
-// pixel that drops its channels into the high halves of float lanes, which
-// is the widening itself.
-class PixelPairOfBFloat16 {
+// Two adjacent channels_last pixels of c <= kLanes channels (2 * c
+// consecutive elements) as two float vectors: a partial load each.
+template <typename T>
+class PixelPairLoader {
  public:
-  explicit PixelPairOfBFloat16(int64_t c)
+  explicit PixelPairLoader(int64_t c) : c_(c) {}
+  std::pair<Vec, Vec> load(const T* p) const { return {load_float(p, c_), load_float(p + c_, c_)}; }
+
+ private:
+  int64_t c_;
+};
+
+#if defined(CPU_CAPABILITY_AVX512)
+// bfloat16: one load, and a permute per pixel that drops its channels into
+// the high halves of float lanes, which is the widening itself.
+template <>
+class PixelPairLoader<c10::BFloat16> {
+ public:
+  explicit PixelPairLoader(int64_t c)
       : mask_(static_cast<__mmask32>((uint64_t{1} << (2 * c)) - 1)) {
     alignas(64) int16_t first[32] = {}, second[32] = {};
     for (int i = 0; i < 16; ++i) {
