@@ -342,6 +342,15 @@ inline void store_argmax(uint8_t* p, const Vec& argmax, int64_t n) {
 #endif
 }
 
+#if defined(CPU_CAPABILITY_AVX512)
+// The lanes where candidate v takes the max from `best` by PyTorch's rule:
+// greater, or NaN. In mask registers: at::vec's comparisons widen each mask
+// to a vector and back.
+inline __mmask16 lanes_won(const Vec& v, const Vec& best) {
+  return _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+}
+#endif
+
 // The running max of a window and the tap that holds it, lane by lane, with
 // PyTorch's rule: a candidate wins if greater or NaN. Starting from the first
 // tap equals starting from -inf: a -inf first tap keeps its bits and its tap.
@@ -364,9 +373,7 @@ struct RunningMax {
   }
   inline void update(const Vec& v, int64_t tap) {
 #if defined(CPU_CAPABILITY_AVX512)
-    // mask registers: at::vec's comparisons widen each mask to a vector and back
-    const __mmask16 wins =
-        _mm512_cmp_ps_mask(v, value, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    const __mmask16 wins = lanes_won(v, value);
     value = _mm512_mask_mov_ps(value, wins, v);
     if constexpr (kArgmax) {
       argmax = _mm512_mask_mov_ps(argmax, wins, _mm512_set1_ps(static_cast<float>(tap)));
