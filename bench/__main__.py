@@ -56,6 +56,9 @@ def parse_args(argv):
     p.add_argument("--json", default="bench/results/{device}.json", metavar="PATH")
     p.add_argument("--plot", default="bench/results/{device}.png", metavar="PATH")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-side-by-side", dest="side_by_side", action="store_false",
+                   help="skip poolx's own comparisons (bfloat16 against float32, inference "
+                        "against forward), each pair timed in the same rounds")
     args = p.parse_args(argv)
     if args.rounds < 1:
         p.error(f"--rounds must be at least 1, but got --rounds={args.rounds}")
@@ -70,23 +73,8 @@ def parse_args(argv):
     return args
 
 
-def measure(run, threads, min_run_time):
-    from torch.utils import benchmark
-
-    timer = benchmark.Timer("run()", globals=dict(run=run), num_threads=threads)
-    return timer.blocked_autorange(min_run_time=min_run_time).median
-
-
-def warm_up(run, seconds):
-    """Runs until steady state, outside the timing: compiles the compile peer,
-    and lets the first touches of fresh memory (page faults, huge pages being
-    assembled, which can stall single calls for ~100 ms) happen here."""
-    import time
-
-    start, calls = time.perf_counter(), 0
-    while calls < 3 or time.perf_counter() - start < seconds:
-        run()
-        calls += 1
+def unique(items):
+    return list(dict.fromkeys(items))
 
 
 def run_cases(args, cases, floors):
@@ -95,6 +83,7 @@ def run_cases(args, cases, floors):
 
     from bench.cases import DTYPES, LAYOUTS
     from bench.floor import minimal_bytes
+    from bench.timing import measure, warm_up
     from bench.peers import CaseTensors, make_runner
     from bench.saved_bytes import saved_bytes_per_output
 
@@ -155,6 +144,8 @@ def main(argv=None):
     from bench.floor import copy_bandwidths
     from bench.machine import machine_info
     from bench.prefault import prefault
+    from bench.side_by_side import side_by_side
+    from bench.side_by_side import table as side_by_side_table
 
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA device is available")
@@ -179,11 +170,17 @@ def main(argv=None):
                      "statistic": "median over rounds of blocked_autorange's median"},
         "cases": run_cases(args, cases, floors),
     }
+    if args.side_by_side:
+        results["poolx_side_by_side"] = side_by_side(
+            unique(c.shape for c in cases), args.layouts, dtypes, args.modes, args.rounds,
+            args.min_run_time, args.device, progress=not args.no_progress)
     print(f"copy bandwidth (read + written): {floors['copy']:.1f} GB/s into a warm buffer "
           f"(dst.copy_(src), the %copy floor), {floors['clone']:.1f} GB/s allocating "
           f"(src.clone(), the %clone floor); "
           f"{results['machine']['cpu_model']}, {results['machine']['threads']} threads")
     print(report.table(results))
+    if results.get("poolx_side_by_side"):
+        print(side_by_side_table(results["poolx_side_by_side"]))
     for path, write in ((args.json, report.write_json), (args.plot, report.plot)):
         if path:
             path = path.format(device=args.device)

@@ -71,3 +71,27 @@ def test_rounds_report_the_median_of_each_peers_rounds(tmp_path):
     for peer, times in r["median_s_by_round"].items():
         assert len(times) == 3 and all(positive(t) for t in times)
         assert r["median_s"][peer] == sorted(times)[1]
+
+
+def test_side_by_side_ratios_come_from_the_same_rounds(tmp_path):
+    results, _ = run_bench(tmp_path, "--layouts", "channels_last", "--rounds", "3")
+    records = results["poolx_side_by_side"]
+    assert [(r["shape"], r["layout"]) for r in records] == [
+        (s, "channels_last") for s in bench_cases.QUICK["shapes"]]
+    for r in records:
+        median = r["median_s"]
+        assert set(median) == {"float32", "bfloat16"}
+        assert all(set(m) == set(bench_cases.MODES) for m in median.values())
+        assert all(positive(t) for m in median.values() for t in m.values())
+        for mode, ratio in r["narrow_over_float32"]["bfloat16"].items():
+            assert ratio == median["bfloat16"][mode] / median["float32"][mode]
+        for dtype, ratio in r["inference_over_forward"].items():
+            assert ratio == median[dtype]["inference"] / median[dtype]["forward"]
+
+
+def test_side_by_side_needs_something_to_compare(tmp_path):
+    one_dtype, _ = run_bench(tmp_path, "--shapes", "mnist", "--dtypes", "float32",
+                             "--modes", "backward")
+    assert one_dtype["poolx_side_by_side"] == []
+    skipped, _ = run_bench(tmp_path, "--shapes", "mnist", "--no-side-by-side")
+    assert "poolx_side_by_side" not in skipped
