@@ -46,22 +46,22 @@ def side_by_side(shapes, layouts, dtypes, modes, rounds, min_run_time, device, p
                     times[key].append(measure(run, threads, min_run_time))
                     bar.update()
             median = {key: statistics.median(t) for key, t in times.items()}
-            records.append(_record(shape.name, layout, median, dtypes, modes, narrow))
+            records.append(_record(shape.name, layout, median, dtypes, modes))
             for t in tensors.values():
                 t.release()
     bar.close()
     return records
 
 
-def _record(shape, layout, median, dtypes, modes, narrow):
+def _record(shape, layout, median, dtypes, modes):
     rec = {"shape": shape, "layout": layout,
            "median_s": {d: {m: median[d, m] for m in modes} for d in dtypes},
            # same element count in both dtypes, so a time ratio is a per-element one
            "narrow_over_float32": {}, "inference_over_forward": {}}
     if "float32" in dtypes:
-        for d in narrow:
-            rec["narrow_over_float32"][d] = {
-                m: median[d, m] / median["float32", m] for m in modes}
+        rec["narrow_over_float32"] = {
+            d: {m: median[d, m] / median["float32", m] for m in modes}
+            for d in dtypes if d != "float32"}
     if "inference" in modes and "forward" in modes:
         rec["inference_over_forward"] = {
             d: median[d, "inference"] / median[d, "forward"] for d in dtypes}

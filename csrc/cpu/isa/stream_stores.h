@@ -102,17 +102,13 @@ inline int64_t spilling_windows(int64_t C, int64_t row_pixels, int64_t windows,
 }
 
 #if defined(CPU_CAPABILITY_AVX512)
-// n argmax bytes (n <= 16) at p.
+// n argmax bytes (n <= 16) at p, streamed where kStream and a whole aligned vector.
 template <bool kStream>
-inline void store_argmax_bytes(uint8_t* p, __m128i bytes, int64_t n) {
-  if (n >= kLanes) {
-    if (kStream && reinterpret_cast<uintptr_t>(p) % kLanes == 0) {
-      _mm_stream_si128(reinterpret_cast<__m128i*>(p), bytes);
-    } else {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), bytes);
-    }
+inline void store_argmax_lanes(uint8_t* p, __m128i bytes, int64_t n) {
+  if (kStream && n >= kLanes && reinterpret_cast<uintptr_t>(p) % kLanes == 0) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p), bytes);
   } else {
-    _mm_mask_storeu_epi8(p, lane_mask(n), bytes);
+    store_argmax_bytes(p, bytes, n);
   }
 }
 #endif
@@ -120,7 +116,7 @@ inline void store_argmax_bytes(uint8_t* p, __m128i bytes, int64_t n) {
 template <bool kStream>
 inline void store_argmax_lanes(uint8_t* p, const Vec& argmax, int64_t n) {
 #if defined(CPU_CAPABILITY_AVX512)
-  store_argmax_bytes<kStream>(p, _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(argmax)), n);
+  store_argmax_lanes<kStream>(p, argmax_bytes(argmax), n);
 #else
   store_argmax(p, argmax, n);
 #endif

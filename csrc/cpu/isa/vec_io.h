@@ -329,14 +329,25 @@ inline Vec load_argmax(const uint8_t* p, int64_t n) {
 #endif
 }
 
+#if defined(CPU_CAPABILITY_AVX512)
+// The argmax lanes as 16 bytes.
+inline __m128i argmax_bytes(const Vec& argmax) {
+  return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(argmax));
+}
+
+// n argmax bytes (n <= 16) at p.
+inline void store_argmax_bytes(uint8_t* p, __m128i bytes, int64_t n) {
+  if (n >= kLanes) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), bytes);
+  } else {
+    _mm_mask_storeu_epi8(p, lane_mask(n), bytes);
+  }
+}
+#endif
+
 inline void store_argmax(uint8_t* p, const Vec& argmax, int64_t n) {
 #if defined(CPU_CAPABILITY_AVX512)
-  const __m512i lanes = _mm512_cvttps_epi32(argmax);
-  if (n >= kLanes) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(lanes));
-  } else {
-    _mm512_mask_cvtepi32_storeu_epi8(p, lane_mask(n), lanes);
-  }
+  store_argmax_bytes(p, argmax_bytes(argmax), n);
 #else
   at::vec::convert<uint8_t>(argmax).store(p, std::min(n, kLanes));
 #endif
