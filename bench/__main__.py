@@ -1,9 +1,14 @@
 """python -m bench: poolx against torch.nn.functional and the copy-bandwidth floor.
 
+Every peer runs in this one process under one allocator, named in the table,
+the JSON and the plot; --allocator re-executes the run with a caching malloc
+preloaded (PyTorch's CPU performance advice).
+
 Examples:
-  python -m bench --quick                      # a few small cases, well under a minute
-  python -m bench                              # every CPU case (about 15 minutes on 2 cores)
-  python -m bench --shapes seed vgg --dtypes float32 --modes forward+backward
+  python -m bench --quick                      # a few small cases, about a minute
+  python -m bench --allocator tcmalloc         # every CPU case and path
+  python -m bench --shapes seed vgg --dtypes float32 --modes forward+backward unpool
+  python -m bench --models --allocator tcmalloc  # whole models, stock against convert()
   python -m bench --device cuda --json gpu.json --plot gpu.png
 """
 
@@ -14,10 +19,13 @@ import os
 import statistics
 import sys
 
-ALL_SHAPES = ["seed", "mnist", "vgg", "resnet-stem", "unet"]
+from bench.allocator import NAMES as ALLOCATORS
+
+ALL_SHAPES = ["seed", "mnist", "vgg", "resnet-stem", "unet", "segnet"]
 LAYOUT_NAMES = ["nchw", "channels_last"]
 DTYPE_NAMES = ["float32", "bfloat16", "float16"]
-MODE_NAMES = ["inference", "forward", "backward", "forward+backward"]
+MODE_NAMES = ["inference", "forward", "backward", "forward+backward", "return_indices", "unpool",
+              "unpool_argmax", "pool+unpool", "argmax_to_mask"]
 PEER_NAMES = ["eager", "compile", "avg_pool2d", "poolx"]
 
 
@@ -26,6 +34,13 @@ def parse_args(argv):
         prog="python -m bench", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--allocator", choices=ALLOCATORS, default=None,
+                   help="run every peer under this malloc: system, or tcmalloc/jemalloc "
+                        "preloaded for the whole process (default: the one this process has)")
+    p.add_argument("--models", action="store_true",
+                   help="instead of the cases: one training step of VGG-11, ResNet-18, a "
+                        "SegNet-style encoder-decoder and an MNIST CNN, stock against "
+                        "poolx.convert, both layouts")
     p.add_argument("--shapes", nargs="+", default=ALL_SHAPES, metavar="SHAPE",
                    help="seed, mnist, vgg (all four blocks) or vgg-64@224, vgg-128@112, "
                         "vgg-256@56, vgg-512@28, resnet-stem, unet (default: all)")
@@ -106,7 +121,8 @@ def run_cases(args, cases, floors):
         for case in group:
             bar.set_description(case.key)
             runs = {peer: make_runner(peer, case.mode, t, shape) for peer in args.peers}
-            rounds = {peer: [] for peer in args.peers}
+            runs = {peer: run for peer, run in runs.items() if run is not None}
+            rounds = {peer: [] for peer in runs}
             for i in range(args.rounds):
                 for peer, run in runs.items():
                     if i == 0:
@@ -134,7 +150,16 @@ def run_cases(args, cases, floors):
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    from bench import allocator
+
+    if args.allocator:
+        allocator.ensure(args.allocator, argv)
+    if args.models:
+        from bench.models import main as models_main
+
+        return models_main(args, allocator.current())
     if args.thp:
         os.environ["THP_MEM_ALLOC_ENABLE"] = "1"  # read at torch's first allocation
     import torch
@@ -159,7 +184,8 @@ def main(argv=None):
     prefaulted = prefault(args.prefault_gb) if args.device == "cpu" else 0
     floors = copy_bandwidths(args.device, args.copy_mb << 20, max(0.5, args.min_run_time))
     results = {
-        "command": "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m bench " + " ".join(argv),
+        "allocator": allocator.current(),
         "machine": machine_info(args.device),
         "copy_gbps": floors["copy"],
         "clone_gbps": floors["clone"],
@@ -177,7 +203,8 @@ def main(argv=None):
     print(f"copy bandwidth (read + written): {floors['copy']:.1f} GB/s into a warm buffer "
           f"(dst.copy_(src), the %copy floor), {floors['clone']:.1f} GB/s allocating "
           f"(src.clone(), the %clone floor); "
-          f"{results['machine']['cpu_model']}, {results['machine']['threads']} threads")
+          f"{results['machine']['cpu_model']}, {results['machine']['threads']} threads, "
+          f"allocator: {results['allocator']}")
     print(report.table(results))
     if results.get("poolx_side_by_side"):
         print(side_by_side_table(results["poolx_side_by_side"]))

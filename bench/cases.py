@@ -41,6 +41,7 @@ SHAPES = {
         Shape("vgg-512@28", 32, 512, 28, 28, 2, 2),
         Shape("resnet-stem", 32, 64, 112, 112, 3, 2, 1),
         Shape("unet", 1, 64, 640, 959, 2, 2),
+        Shape("segnet", 4, 64, 256, 256, 2, 2),
     ]
 }
 # `vgg` on the command line selects every VGG block.
@@ -48,12 +49,13 @@ SHAPE_GROUPS = {"vgg": [n for n in SHAPES if n.startswith("vgg-")]}
 
 LAYOUTS = {"nchw": torch.contiguous_format, "channels_last": torch.channels_last}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-MODES = ["inference", "forward", "backward", "forward+backward"]
+MODES = ["inference", "forward", "backward", "forward+backward", "return_indices", "unpool",
+         "unpool_argmax", "pool+unpool", "argmax_to_mask"]
 
 # --quick: small cases, every layout and mode, float32 and bfloat16.
 QUICK = dict(shapes=["mnist", "resnet-stem"], dtypes=["float32", "bfloat16"])
 QUICK_BATCH = {"seed": 64, "vgg-64@224": 1, "vgg-128@112": 1, "vgg-256@56": 1, "vgg-512@28": 2,
-               "resnet-stem": 2}
+               "resnet-stem": 2, "segnet": 1}
 
 
 @dataclasses.dataclass(frozen=True)

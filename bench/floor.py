@@ -7,18 +7,27 @@ from torch.utils import benchmark
 def minimal_bytes(case):
     """DESIGN.md's minimal traffic: forward reads the input and writes values
     (plus a 1-byte argmax where the mode needs it); backward reads grad_out and
-    the argmax and writes grad_input; forward+backward is the sum."""
+    the argmax and writes grad_input; forward+backward is the sum. The other
+    paths read and write each tensor of their API once (int64 indices: 8 bytes
+    an output, a mask: 1 byte an input)."""
     s = case.shape
     elem = torch.empty((), dtype=getattr(torch, case.dtype)).element_size()
     inputs = s.n * s.c * s.h * s.w
     outputs = s.n * s.c * s.out_hw[0] * s.out_hw[1]
     forward = (inputs + outputs) * elem
     backward = outputs * (elem + 1) + inputs * elem
+    unpool_indices = outputs * (elem + 8) + inputs * elem  # values, int64 indices in
     return {
         "inference": forward,
         "forward": forward + outputs,
         "backward": backward,
         "forward+backward": forward + outputs + backward,
+        "return_indices": forward + 8 * outputs,
+        "unpool": unpool_indices,
+        "unpool_argmax": outputs * (elem + 1) + inputs * elem,
+        # pool with indices, unpool by them; backward: the unpool's gather, the pool's scatter
+        "pool+unpool": forward + 8 * outputs + unpool_indices + 2 * backward,
+        "argmax_to_mask": outputs + inputs,
     }[case.mode]
 
 

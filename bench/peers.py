@@ -3,7 +3,9 @@
 Modes: inference (values only) and forward (values and the argmax or indices
 that backward needs), both under torch.no_grad so that they differ only in what
 they write; backward (from saved state); forward+backward (autograd, as
-training runs it). Wrappers are built once, not per timed call.
+training runs it); and the other paths a model takes (PATH_MODES): int64
+indices, unpool by indices and by argmax, pool + unpool forward and backward,
+the mask of the maxima. Wrappers are built once, not per timed call.
 """
 
 import functools
@@ -44,9 +46,12 @@ class CaseTensors:
             shape.n, shape.c, *shape.out_hw, generator=gen, dtype=dtype
         ).to(device=device, memory_format=layout)
         with torch.no_grad():
-            self.indices = F.max_pool2d(self.x, **self.args, return_indices=True)[1]
+            self.values, self.indices = F.max_pool2d(self.x, **self.args, return_indices=True)
             self.argmax = poolx.max_pool2d_with_argmax(self.x, **self.args)[1]
         self.x_grad = self.x.detach().clone().requires_grad_(True)
+        # the gradient of an unpool's output (input-shaped)
+        self.grad_in = torch.randn(x.shape, generator=gen, dtype=dtype).to(
+            device=device, memory_format=layout)
 
     def release(self):
         self.__dict__.clear()
@@ -69,11 +74,66 @@ def _fwd_bwd(pool, t):
     return run
 
 
+def _pool_unpool(pool, unpool, t, hw):
+    """SegNet's pattern, as training runs it: pool with indices, unpool by
+    them, backward through both."""
+    def run():
+        t.x_grad.grad = None
+        values, indices = pool(t.x_grad)
+        unpool(values, indices, output_size=hw).backward(t.grad_in)
+
+    return run
+
+
+def _torch_mask(indices, shape):
+    """torch's way to the map of the maxima: scatter True at the indices."""
+    mask = torch.zeros(shape, dtype=torch.bool, device=indices.device).flatten(2)
+    return mask.scatter_(2, indices.flatten(2), True).view(shape)
+
+
+def _paths(peer, t, hw):
+    """The paths beyond pooling and its backward, for torch and for poolx:
+    int64 indices, unpool by indices and by argmax, pool + unpool, the mask."""
+    a = t.args
+    unpool_args = dict(kernel_size=a["kernel_size"], stride=a["stride"], padding=a["padding"])
+    if peer == "poolx":
+        pool = functools.partial(poolx.max_pool2d, **a, return_indices=True)
+        unpool = functools.partial(poolx.max_unpool2d, **unpool_args)
+        unpool_argmax = _no_grad(functools.partial(poolx.max_unpool2d_argmax, **a))
+        mask = _no_grad(functools.partial(poolx.argmax_to_mask, **a))
+        return {
+            "return_indices": lambda: _no_grad(pool)(t.x),
+            "unpool": lambda: _no_grad(unpool)(t.values, t.indices, output_size=hw),
+            "unpool_argmax": lambda: unpool_argmax(t.values, t.argmax, hw),
+            "pool+unpool": _pool_unpool(pool, unpool, t, hw),
+            "argmax_to_mask": lambda: mask(t.argmax, t.x.shape),
+        }
+    wrap = _compiled if peer == "compile" else (lambda f: f)
+    pool = wrap(functools.partial(F.max_pool2d, **a, return_indices=True))
+    unpool = wrap(functools.partial(F.max_unpool2d, **unpool_args))
+    by_indices = _no_grad(unpool)
+    mask = _no_grad(wrap(_torch_mask))
+    return {
+        "return_indices": lambda: _no_grad(pool)(t.x),
+        "unpool": lambda: by_indices(t.values, t.indices, output_size=hw),
+        # torch has no argmax: its unpool by indices is what poolx's replaces
+        "unpool_argmax": lambda: by_indices(t.values, t.indices, output_size=hw),
+        "pool+unpool": _pool_unpool(pool, unpool, t, hw),
+        "argmax_to_mask": lambda: mask(t.indices, t.x.shape),
+    }
+
+
+PATH_MODES = ["return_indices", "unpool", "unpool_argmax", "pool+unpool", "argmax_to_mask"]
+
+
 def make_runner(peer, mode, t, shape):
-    """A callable that runs `peer` in `mode` on the tensors `t`."""
+    """A callable that runs `peer` in `mode` on the tensors `t`, or None where
+    the peer has no such path (average pooling has no indices)."""
     a = t.args
     hw = [shape.h, shape.w]
     k, s, p = [shape.kernel] * 2, [shape.stride] * 2, [shape.padding] * 2
+    if mode in PATH_MODES:
+        return None if peer == "avg_pool2d" else _paths(peer, t, hw)[mode]
     if peer == "poolx":
         values = functools.partial(poolx.max_pool2d, **a)
         with_argmax = functools.partial(poolx.max_pool2d_with_argmax, **a)

@@ -56,7 +56,8 @@ def plot(results, path):
     top.set_ylabel("speedup (x)")
     top.legend()
     top.set_title(f"poolx on {results['machine']['cpu_model']} "
-                  f"({results['machine']['threads']} threads, {results['machine']['device']})")
+                  f"({results['machine']['threads']} threads, {results['machine']['device']}, "
+                  f"allocator: {results.get('allocator', 'system')})")
     floors = [("fraction_of_copy", f"warm copy_ ({results['copy_gbps']:.1f} GB/s)")]
     if "clone_gbps" in results:
         floors.append(("fraction_of_clone", f"allocating clone ({results['clone_gbps']:.1f} GB/s)"))

@@ -5,7 +5,6 @@
 #include <torch/library.h>
 
 #include "cpu/fast_paths.h"
-#include "cpu/output_cache.h"
 #include "kernels.h"
 #include "pool_args.h"
 
@@ -24,11 +23,11 @@ at::TensorOptions layout_of(const Tensor& like, at::MemoryFormat format) {
 }
 
 Tensor empty_pooled(const Tensor& batched, const Pool2dGeometry& g, at::TensorOptions opts) {
-  return empty_output({batched.size(0), batched.size(1), g.out_h, g.out_w}, opts);
+  return at::empty({batched.size(0), batched.size(1), g.out_h, g.out_w}, opts);
 }
 
 Tensor empty_unpooled(const Tensor& batched, const Pool2dGeometry& g, at::TensorOptions opts) {
-  return empty_output({batched.size(0), batched.size(1), g.in_h, g.in_w}, opts);
+  return at::empty({batched.size(0), batched.size(1), g.in_h, g.in_w}, opts);
 }
 
 void check_pool_dtype(const Tensor& t, const char* name, const char* op, bool allow_integral) {
@@ -145,7 +144,7 @@ Tensor argmax_to_indices(const Tensor& argmax, IntArrayRef input_hw, IntArrayRef
   const ArgmaxProblem p = argmax_problem(argmax, Tensor(), input_hw, kernel_size, stride,
                                          padding, dilation, ceil_mode, "argmax_to_indices");
   const Tensor indices =
-      empty_output(p.argmax.sizes(), layout_of(p.argmax, p.format).dtype(at::kLong));
+      at::empty(p.argmax.sizes(), layout_of(p.argmax, p.format).dtype(at::kLong));
   if (indices.numel() > 0) K().argmax_to_indices(p.argmax, indices, p.g);
   return unbatch_like(indices, argmax);
 }
@@ -190,8 +189,9 @@ Tensor max_unpool2d(const Tensor& input, const Tensor& indices, IntArrayRef outp
               "), but got indices.device=", indices.device());
   check_numel_fits(input.sizes().slice(0, input.dim() - 2), output_size[0], output_size[1],
                    "output_size", op);
+  // The CPU kernel checks each index as it scatters; elsewhere one pass first.
   const int64_t plane = output_size[0] * output_size[1];
-  if (indices.numel() > 0) {
+  if (!input.is_cpu() && indices.numel() > 0) {
     const auto [lo_t, hi_t] = at::aminmax(indices);
     const int64_t lo = lo_t.item<int64_t>(), hi = hi_t.item<int64_t>();  // one sync each
     TORCH_CHECK(lo >= 0 && hi < plane, op, ": Found an invalid max index: ", lo < 0 ? lo : hi,
@@ -200,9 +200,10 @@ Tensor max_unpool2d(const Tensor& input, const Tensor& indices, IntArrayRef outp
   const at::MemoryFormat format = pool_memory_format(input);
   const Tensor in4 = as_batched(input, format);
   const Tensor idx4 = as_batched(indices, format);
-  const Tensor out = empty_output({in4.size(0), in4.size(1), output_size[0], output_size[1]},
+  const Tensor out = at::empty({in4.size(0), in4.size(1), output_size[0], output_size[1]},
                                   layout_of(in4, format));
-  if (out.numel() > 0) K().max_unpool2d_indices(in4, idx4, out);
+  // also into an empty plane, where every index is out of range
+  if (in4.numel() > 0) K().max_unpool2d_indices(in4, idx4, out);
   return unbatch_like(out, input);
 }
 
@@ -234,9 +235,6 @@ TORCH_LIBRARY(poolx, m) {
   m.def("max_unpool2d_argmax(Tensor values, Tensor argmax, SymInt[2] input_size, " POOL_ARGS
         ") -> Tensor");
   m.def("max_unpool2d(Tensor input, Tensor indices, SymInt[2] output_size) -> Tensor");
-  // The CPU output cache (csrc/cpu/output_cache.h): no tensors in, so one kernel for all keys.
-  m.def("empty_cpu_cache() -> ()", &poolx::empty_cpu_cache);
-  m.def("cpu_cache_stats() -> int[]", &poolx::cpu_cache_stats);
   // Streaming stores from this many bytes moved (csrc/cpu/fast_paths.h); for tests.
   m.def("set_cpu_stream_min_bytes(int bytes) -> int", &poolx::set_stream_min_bytes);
 }

@@ -3,7 +3,6 @@ in one pass and moves the fewest bytes a correct kernel can."""
 
 # fake kernels, unpool autograd, vmap rules
 from poolx import _registrations, _unpool_autograd, _vmap  # noqa: F401
-from poolx._cache import cpu_cache_stats, empty_cache
 from poolx._convert import convert
 from poolx.functional import (
     argmax_to_indices,
@@ -25,8 +24,6 @@ __all__ = [
     "argmax_to_indices",
     "argmax_to_mask",
     "convert",
-    "cpu_cache_stats",
-    "empty_cache",
     "max_pool2d",
     "max_pool2d_backward",
     "max_pool2d_with_argmax",

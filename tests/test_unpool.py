@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from unpool_cases import CASES, assert_same_bits, planted, torch_indices, values_like
+from unpool_cases import CASES, assert_same_bits, layout, planted, torch_indices, values_like
 
 import poolx
 
@@ -297,3 +297,39 @@ def test_allowed_under_deterministic_algorithms():
     finally:
         torch.use_deterministic_algorithms(False)
     assert_same_bits(out, expected)
+
+
+@pytest.mark.parametrize("batch", [(1, 70), (1, 3), (3, 5), (5, 33)], ids=str)
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_scattered_indices_match_torch(batch, channels_last, dtype):
+    """Indices anywhere in the plane, repeated, and jumping back behind the
+    ones before: the CPU kernel zeroes its output only ahead of the furthest
+    index so far, and splits channels_last images into channel blocks."""
+    gen = torch.Generator().manual_seed(sum(batch))
+    out_hw = (40, 41)
+    indices = torch.randint(0, out_hw[0] * out_hw[1], (*batch, 20, 20), generator=gen)
+    indices[..., 5, :] = indices[..., 4, :]  # repeats within each plane
+    indices[..., -1, -1] = out_hw[0] * out_hw[1] - 1  # the plane's last pixel
+    values = values_like(indices, dtype)
+    if channels_last:
+        indices = indices.contiguous(memory_format=torch.channels_last)
+        values = values.contiguous(memory_format=torch.channels_last)
+    expected = torch_unpool(values, indices, (2, 2, 0, 1, False), out_hw)
+    actual = poolx.max_unpool2d(values, indices, 2, 2, output_size=out_hw)
+    assert actual.is_contiguous(memory_format=layout(values))
+    assert_same_bits(actual.contiguous(), expected)
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+@pytest.mark.parametrize("bad", [-5, 40 * 40], ids=["negative", "one past the plane"])
+def test_an_invalid_index_in_any_plane_raises(channels_last, bad):
+    indices = torch.randint(0, 40 * 40, (2, 37, 20, 20))
+    indices[1, 36, 19, 7] = bad  # the last plane's last row
+    values = torch.randn(indices.shape)
+    if channels_last:
+        indices = indices.contiguous(memory_format=torch.channels_last)
+        values = values.contiguous(memory_format=torch.channels_last)
+    message = f"Found an invalid max index: {bad} (output volumes are of size 40x40)"
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        poolx.max_unpool2d(values, indices, 2)

@@ -36,10 +36,6 @@ export LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=lib
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1:log_path=$reports/asan"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan"
 export PYTHONPATH="$work" HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
-# The output cache rounds blocks up to 2 MiB and maps them itself, so ASan would
-# miss an overflow into the slack: off here. tests/test_output_cache.py runs the
-# cache's own tests in a subprocess that turns it back on (still under ASan).
-export POOLX_CPU_CACHE_MB=0
 
 # RSS checks mean nothing here: ASan's quarantine holds freed memory on purpose;
 # nvcc (the CUDA compile checks run no poolx code) crashes under the preload.

@@ -3,10 +3,14 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+
 #include "../kernels.h"
 #include "../tensor_layout.h"
+#include "clones.h"
 #include "fast_paths.h"
 #include "parallel_elements.h"
+#include "unpool_indices.h"
 #include "poolx/element_ops.h"
 
 namespace poolx {
@@ -52,7 +56,56 @@ void backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& gra
   });
 }
 
+// idx[i] = base + tap_offset[a[i]]; the compiler gathers the table a vector
+// at a time where AVX2 or AVX-512 is there.
+POOLX_CPU_CLONES void index_row(const uint8_t* a, int64_t* idx, int64_t n, int64_t base, int64_t step,
+               const int64_t* tap_offset) {
+  for (int64_t i = 0; i < n; ++i) idx[i] = base + i * step + tap_offset[a[i]];
+}
+
+// torch's index of a selected tap: its window's first tap plus the tap's
+// offset in the plane, from a table of the 256 uint8 argmax values (no
+// division per element), a row of outputs (NCHW) or a pixel's channels
+// (channels_last) at a time.
+void indices_by_tap_table(const uint8_t* argmax, int64_t* indices, const Layout4d& l,
+                          const Pool2dGeometry& g, const int64_t* tap_offset) {
+  const int64_t row_len = l.channels_last ? l.c : l.w;
+  const int64_t rows = l.numel() / row_len;
+  at::parallel_for(0, rows, std::max<int64_t>(1, at::internal::GRAIN_SIZE / row_len),
+                   [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const uint8_t* a = argmax + r * row_len;
+      int64_t* idx = indices + r * row_len;
+      if (l.channels_last) {
+        const int64_t ow = r % l.w, oh = r / l.w % l.h;
+        const int64_t base = (oh * g.stride_h - g.pad_h) * g.in_w + ow * g.stride_w - g.pad_w;
+        index_row(a, idx, row_len, base, 0, tap_offset);
+      } else {
+        const int64_t base = (r % l.h * g.stride_h - g.pad_h) * g.in_w - g.pad_w;
+        index_row(a, idx, row_len, base, g.stride_w, tap_offset);
+      }
+    }
+  });
+}
+
+// Valid where every window has an in-bounds tap, so that no index needs the
+// element functor's clamp: without dilation, or without padding.
+bool argmax_to_indices_by_table(const Tensor& argmax, const Tensor& indices,
+                                const Pool2dGeometry& g) {
+  const bool no_empty_window = (g.dilation_h == 1 || g.pad_h == 0) &&
+                               (g.dilation_w == 1 || g.pad_w == 0);
+  if (argmax.scalar_type() != at::kByte || !no_empty_window) return false;
+  int64_t tap_offset[256];
+  for (int64_t a = 0; a < 256; ++a) {
+    tap_offset[a] = a / g.kernel_w * g.dilation_h * g.in_w + a % g.kernel_w * g.dilation_w;
+  }
+  indices_by_tap_table(argmax.const_data_ptr<uint8_t>(), indices.mutable_data_ptr<int64_t>(),
+                       layout_of(argmax), g, tap_offset);
+  return true;
+}
+
 void argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2dGeometry& g) {
+  if (argmax_to_indices_by_table(argmax, indices, g)) return;
   dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
     using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
     const argmax_t* am = argmax.const_data_ptr<argmax_t>();
@@ -102,41 +155,12 @@ void max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, const Tenso
   });
 }
 
-// Scatter by flat index, one plane per task and in input order within a
-// plane, so that the last write wins deterministically (torch's CPU rule).
-void max_unpool2d_indices(const Tensor& values, const Tensor& indices, const Tensor& out) {
-  const Layout4d in_l = layout_of(values), out_l = layout_of(out);
-  POOLX_DISPATCH_POOLED_TYPES(values.scalar_type(), "poolx_max_unpool2d_cpu", [&] {
-    const scalar_t* v = values.const_data_ptr<scalar_t>();
-    const int64_t* idx = indices.const_data_ptr<int64_t>();
-    scalar_t* o_ptr = out.mutable_data_ptr<scalar_t>();
-    const PlaneStrides is = in_l.plane_strides(), os = out_l.plane_strides();
-    at::parallel_for(0, in_l.n * in_l.c, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t p = begin; p < end; ++p) {
-        const int64_t n = p / in_l.c, c = p % in_l.c;
-        scalar_t* o_plane = o_ptr + out_l.plane_offset(n, c);
-        for (int64_t h = 0; h < out_l.h; ++h) {
-          for (int64_t w = 0; w < out_l.w; ++w) o_plane[h * os.h + w * os.w] = scalar_t(0);
-        }
-        const int64_t in_plane = in_l.plane_offset(n, c);
-        for (int64_t h = 0; h < in_l.h; ++h) {
-          for (int64_t w = 0; w < in_l.w; ++w) {
-            const int64_t i = in_plane + h * is.h + w * is.w;
-            const int64_t target = idx[i];
-            o_plane[(target / out_l.w) * os.h + (target % out_l.w) * os.w] = v[i];
-          }
-        }
-      }
-    });
-  });
-}
-
 }  // namespace
 
 const Pool2dKernels& cpu_kernels() {
   static const Pool2dKernels kernels{forward,          backward,       argmax_to_indices,
                                      gather_by_argmax, argmax_to_mask, max_unpool2d_argmax,
-                                     max_unpool2d_indices};
+                                     max_unpool2d_indices_cpu};
   return kernels;
 }
 
