@@ -21,6 +21,8 @@ import sys
 
 from bench.allocator import NAMES as ALLOCATORS
 
+MODEL_NAMES = ["vgg11", "resnet18", "segnet", "mnist"]
+
 ALL_SHAPES = ["seed", "mnist", "vgg", "resnet-stem", "unet", "segnet"]
 LAYOUT_NAMES = ["nchw", "channels_last"]
 DTYPE_NAMES = ["float32", "bfloat16", "float16"]
@@ -37,10 +39,10 @@ def parse_args(argv):
     p.add_argument("--allocator", choices=ALLOCATORS, default=None,
                    help="run every peer under this malloc: system, or tcmalloc/jemalloc "
                         "preloaded for the whole process (default: the one this process has)")
-    p.add_argument("--models", action="store_true",
+    p.add_argument("--models", nargs="*", choices=MODEL_NAMES, default=None, metavar="MODEL",
                    help="instead of the cases: one training step of VGG-11, ResNet-18, a "
-                        "SegNet-style encoder-decoder and an MNIST CNN, stock against "
-                        "poolx.convert, both layouts")
+                        "SegNet-style encoder-decoder and an MNIST CNN (or the ones named: "
+                        f"{', '.join(MODEL_NAMES)}), stock against poolx.convert, both layouts")
     p.add_argument("--shapes", nargs="+", default=ALL_SHAPES, metavar="SHAPE",
                    help="seed, mnist, vgg (all four blocks) or vgg-64@224, vgg-128@112, "
                         "vgg-256@56, vgg-512@28, resnet-stem, unet (default: all)")
@@ -156,7 +158,7 @@ def main(argv=None):
 
     if args.allocator:
         allocator.ensure(args.allocator, argv)
-    if args.models:
+    if args.models is not None:
         from bench.models import main as models_main
 
         return models_main(args, allocator.current())

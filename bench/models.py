@@ -150,7 +150,7 @@ def main(args, allocator_name):
     rounds = max(3, args.rounds)
     steps = 1 if args.quick else 3
     records = []
-    for name in MODELS:
+    for name in args.models or MODELS:
         for layout in (torch.contiguous_format, torch.channels_last):
             rec = measure_model(name, layout, rounds, steps)
             records.append(rec)

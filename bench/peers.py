@@ -59,9 +59,9 @@ class CaseTensors:
 
 def _no_grad(fn):
     @functools.wraps(fn)
-    def run(*a):
+    def run(*a, **kw):
         with torch.no_grad():
-            return fn(*a)
+            return fn(*a, **kw)
 
     return run
 

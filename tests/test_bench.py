@@ -2,11 +2,19 @@
 
 import json
 import math
+import os
+import subprocess
+import sys
 
+import pytest
+
+from bench import allocator
 from bench import cases as bench_cases
 from bench.__main__ import main
+from bench.side_by_side import COMPARED_MODES
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_bench(tmp_path, *args):
@@ -77,14 +85,15 @@ def test_rounds_report_the_median_of_each_peers_rounds(tmp_path):
 
 
 def test_side_by_side_ratios_come_from_the_same_rounds(tmp_path):
-    results, _ = run_bench(tmp_path, "--layouts", "channels_last", "--rounds", "3")
+    results, _ = run_bench(tmp_path, "--layouts", "channels_last", "--rounds", "3",
+                           "--modes", *COMPARED_MODES)
     records = results["poolx_side_by_side"]
     assert [(r["shape"], r["layout"]) for r in records] == [
         (s, "channels_last") for s in bench_cases.QUICK["shapes"]]
     for r in records:
         median = r["median_s"]
         assert set(median) == {"float32", "bfloat16"}
-        assert all(set(m) == set(bench_cases.MODES) for m in median.values())
+        assert all(set(m) == set(COMPARED_MODES) for m in median.values())
         assert all(positive(t) for m in median.values() for t in m.values())
         for mode, ratio in r["narrow_over_float32"]["bfloat16"].items():
             assert ratio == median["bfloat16"][mode] / median["float32"][mode]
@@ -98,3 +107,48 @@ def test_side_by_side_needs_something_to_compare(tmp_path):
     assert one_dtype["poolx_side_by_side"] == []
     skipped, _ = run_bench(tmp_path, "--shapes", "mnist", "--no-side-by-side")
     assert "poolx_side_by_side" not in skipped
+
+
+def test_models_train_alike_stock_and_converted(tmp_path):
+    json_path = tmp_path / "models.json"
+    main(["--models", "mnist", "segnet", "--quick", "--rounds", "1", "--json", str(json_path)])
+    with open(json_path) as f:
+        results = json.load(f)
+    records = results["models"]
+    assert [(r["model"], r["layout"]) for r in records] == [
+        (m, layout) for m in ("mnist", "segnet") for layout in ("nchw", "channels_last")]
+    for r in records:
+        assert r["losses_equal"] and positive(r["first_loss"]["poolx"])
+        assert positive(r["speedup"]) and all(positive(t) for t in r["median_s"].values())
+    assert positive(results["geometric_mean_speedup"])
+
+
+def run_module(*args):
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=600)
+
+
+@pytest.mark.parametrize("name", ["tcmalloc", "jemalloc"])
+def test_allocator_reexecutes_under_it_and_names_it(tmp_path, name):
+    if allocator.find(name) is None:
+        done = run_module("--allocator", name, "--quick")
+        assert done.returncode != 0
+        assert f"--allocator {name}: its library was not found" in done.stderr
+        assert allocator.LIBRARIES[name][0] in done.stderr
+        return
+    json_path = tmp_path / "out.json"
+    done = run_module("--allocator", name, "--quick", "--shapes", "mnist", "--layouts", "nchw",
+                      "--dtypes", "float32", "--modes", "inference", "--no-progress",
+                      "--no-side-by-side", "--json", str(json_path), "--plot", "")
+    assert done.returncode == 0, done.stderr
+    assert f"allocator: {name}" in done.stdout
+    with open(json_path) as f:
+        assert json.load(f)["allocator"] == name
+
+
+def test_a_missing_allocator_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(allocator, "find", lambda name: None)
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    with pytest.raises(SystemExit, match="apt-get install libjemalloc2"):
+        allocator.ensure("jemalloc", ["--quick"])
