@@ -10,7 +10,7 @@
 #include "clones.h"
 #include "fast_paths.h"
 #include "parallel_elements.h"
-#include "unpool_indices.h"
+#include "scatter.h"
 #include "poolx/element_ops.h"
 
 namespace poolx {
@@ -130,29 +130,12 @@ void gather_by_argmax(const Tensor& src, const Tensor& argmax, const Tensor& out
 }
 
 void argmax_to_mask(const Tensor& argmax, const Tensor& mask, const Pool2dGeometry& g) {
-  const Layout4d out_l = layout_of(argmax);
-  dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
-    using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
-    const argmax_t* am = argmax.const_data_ptr<argmax_t>();
-    bool* m = mask.mutable_data_ptr<bool>();
-    parallel_for_each_element(layout_of(mask), MaskElem<argmax_t>{am, m, out_l, g});
-  });
+  scatter_by_argmax_cpu(Tensor(), argmax, mask, g);
 }
 
 void max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, const Tensor& out,
                          const Pool2dGeometry& g) {
-  if (fast_unpool_argmax(values, argmax, out, g)) return;
-  const Layout4d val_l = layout_of(values);
-  POOLX_DISPATCH_POOLED_TYPES(values.scalar_type(), "poolx_max_unpool2d_argmax_cpu", [&] {
-    dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
-      using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
-      const scalar_t* v = values.const_data_ptr<scalar_t>();
-      const argmax_t* am = argmax.const_data_ptr<argmax_t>();
-      scalar_t* o_ptr = out.mutable_data_ptr<scalar_t>();
-      parallel_for_each_element(layout_of(out),
-                                UnpoolArgmaxElem<scalar_t, argmax_t>{v, am, o_ptr, val_l, g});
-    });
-  });
+  if (!fast_unpool_argmax(values, argmax, out, g)) scatter_by_argmax_cpu(values, argmax, out, g);
 }
 
 }  // namespace

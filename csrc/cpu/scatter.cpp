@@ -1,0 +1,257 @@
+// Scatter of pooled elements into zeroed input-shaped planes (see scatter.h).
+#include "scatter.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "../tensor_layout.h"
+
+namespace poolx {
+namespace {
+
+using at::Tensor;
+
+constexpr int64_t kMaxBlock = 256;  // channels of one channels_last task
+
+// Each uint8 argmax value's offset in the plane from its window's first tap;
+// negative past the window's taps.
+struct TapTable {
+  int64_t offset[256];
+
+  explicit TapTable(const Pool2dGeometry& g) {
+    for (int64_t a = 0; a < 256; ++a) {
+      offset[a] = a < g.kernel_h * g.kernel_w
+                      ? a / g.kernel_w * g.dilation_h * g.in_w + a % g.kernel_w * g.dilation_w
+                      : -1;
+    }
+  }
+};
+
+[[noreturn]] C10_NOINLINE void invalid_unpool_index(int64_t index, int64_t out_h, int64_t out_w) {
+  TORCH_CHECK(false, "max_unpool2d: Found an invalid max index: ", index,
+              " (output volumes are of size ", out_h, "x", out_w, ")");
+}
+
+[[noreturn]] C10_NOINLINE void invalid_argmax(int64_t value, int64_t taps, int64_t ph,
+                                              int64_t pw) {
+  TORCH_CHECK(false, "argmax: found the value ", value, " at pooled position (", ph, ", ", pw,
+              "), but a window has only ", taps, " taps (valid values: 0 to ", taps - 1, ")");
+}
+
+// Targets from torch's int64 flat indices, each checked against the plane.
+struct IndexTargets {
+  const int64_t* indices;
+  int64_t out_h, out_w;
+
+  const int64_t* operator()(int64_t, int64_t, int64_t offset, int64_t n, int64_t*) const {
+    const int64_t* t = indices + offset;
+    uint64_t furthest = 0;  // negatives compare as huge
+    for (int64_t j = 0; j < n; ++j) furthest = std::max(furthest, static_cast<uint64_t>(t[j]));
+    if (C10_UNLIKELY(furthest >= static_cast<uint64_t>(out_h * out_w))) {
+      for (int64_t j = 0; j < n; ++j) {
+        if (static_cast<uint64_t>(t[j]) >= static_cast<uint64_t>(out_h * out_w)) {
+          invalid_unpool_index(t[j], out_h, out_w);
+        }
+      }
+    }
+    return t;
+  }
+};
+
+// Targets from the compact argmax: the selected tap of window (ph, pw), or -1
+// where that tap lies in the padding (a window with no tap inside the input).
+// A window inside the input adds the tap's offset in the plane to its first
+// tap's pixel; only windows at the border check rows and columns.
+template <typename argmax_t>
+struct ArgmaxTargets {
+  const argmax_t* argmax;
+  Pool2dGeometry g;
+  const TapTable* taps;  // null: an int32 argmax, decoded by division
+
+  const int64_t* operator()(int64_t ph, int64_t pw, int64_t offset, int64_t n,
+                            int64_t* scratch) const {
+    const int64_t h0 = ph * g.stride_h - g.pad_h, w0 = pw * g.stride_w - g.pad_w;
+    const argmax_t* a = argmax + offset;
+    const bool inside = h0 >= 0 && w0 >= 0 && h0 + (g.kernel_h - 1) * g.dilation_h < g.in_h &&
+                        w0 + (g.kernel_w - 1) * g.dilation_w < g.in_w;
+    if (taps != nullptr && inside) {
+      const int64_t first = h0 * g.in_w + w0;
+      int64_t bad = 0;  // any value past the window's taps
+      for (int64_t j = 0; j < n; ++j) {
+        scratch[j] = first + taps->offset[static_cast<uint8_t>(a[j])];
+        bad |= taps->offset[static_cast<uint8_t>(a[j])];
+      }
+      if (C10_UNLIKELY(bad < 0)) check_taps(a, n, ph, pw);
+      return scratch;
+    }
+    check_taps(a, n, ph, pw);
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t v = static_cast<int64_t>(a[j]);
+      const int64_t h = h0 + v / g.kernel_w * g.dilation_h;
+      const int64_t w = w0 + v % g.kernel_w * g.dilation_w;
+      scratch[j] = h >= 0 && h < g.in_h && w >= 0 && w < g.in_w ? h * g.in_w + w : -1;
+    }
+    return scratch;
+  }
+
+  void check_taps(const argmax_t* a, int64_t n, int64_t ph, int64_t pw) const {
+    const int64_t count = g.kernel_h * g.kernel_w;
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t v = static_cast<int64_t>(a[j]);
+      if (C10_UNLIKELY(v < 0 || v >= count)) invalid_argmax(v, count, ph, pw);
+    }
+  }
+};
+
+// memset in pieces small enough for ordinary stores: glibc serves a large
+// memset with `rep stosb`, whose stores may bypass the caches, and the
+// scatter wants the zeroed lines in L2.
+inline void zero_through_cache(void* to, int64_t bytes) {
+  constexpr int64_t kPiece = 1024;
+  auto* p = static_cast<char*>(to);
+  for (; bytes > kPiece; bytes -= kPiece, p += kPiece) std::memset(p, 0, kPiece);
+  std::memset(p, 0, bytes);
+}
+
+// One task: `channels` planes whose element (pixel p, channel j) lies at
+// p * stride + j, in the pooled tensor and in the output (NCHW: one plane,
+// stride 1; channels_last: a block of channels of one image, stride C).
+// Elements move as bits (bits_t: an unsigned type of their size), so NaN
+// payloads and -0.0 stay as they are; `values` null stores `fill`.
+//
+// The zero-fill is folded into the scatter: the task zeroes its output only
+// up to the furthest pixel written so far (a block at a time), so each output
+// line is zeroed just before it is written and leaves the cache once, instead
+// of a whole-output fill that the scatter reads back. Stores go in row-major
+// order within each plane, so the last one wins (torch's CPU unpool on one
+// thread) on any number of threads.
+template <typename bits_t, bool kChannelsLast, typename Targets>
+void scatter_task(const bits_t* values, bits_t fill, const Targets& targets_of, bits_t* out,
+                  int64_t pooled_h, int64_t pooled_w, int64_t out_pixels, int64_t channels_arg,
+                  int64_t stride_arg) {
+  const int64_t channels = kChannelsLast ? channels_arg : 1;
+  const int64_t stride = kChannelsLast ? stride_arg : 1;
+  // pixels zeroed ahead of the furthest write: NCHW 1 KiB of float32 (a plane
+  // is a few rows), channels_last up to 1 MiB, two output rows of a typical
+  // image with tens of channels
+  const int64_t zero_ahead =
+      kChannelsLast ? std::max<int64_t>(64, (1 << 20) / (stride * sizeof(bits_t))) : 256;
+  // a block of an image's channels: zeroed beforehand (see scatter_planes)
+  int64_t zeroed = channels == stride ? 0 : out_pixels;
+  const auto zero_until = [&](int64_t end) {
+    if (end > zeroed) {  // whole pixels: one run of memory
+      zero_through_cache(out + zeroed * stride, (end - zeroed) * stride * sizeof(bits_t));
+      zeroed = end;
+    }
+  };
+  int64_t scratch[kChannelsLast ? kMaxBlock : 1];
+  for (int64_t ph = 0; ph < pooled_h; ++ph) {
+    for (int64_t pw = 0; pw < pooled_w; ++pw) {
+      const int64_t offset = (ph * pooled_w + pw) * stride;
+      const int64_t* t = targets_of(ph, pw, offset, channels, scratch);
+      int64_t furthest = -1;
+      for (int64_t j = 0; j < channels; ++j) furthest = std::max(furthest, t[j]);
+      if (furthest >= zeroed) zero_until(std::min(out_pixels, furthest + zero_ahead));
+      for (int64_t j = 0; j < channels; ++j) {
+        if (t[j] >= 0) out[t[j] * stride + j] = values ? values[offset + j] : fill;
+      }
+    }
+  }
+  zero_until(out_pixels);
+}
+
+// Runs scatter_task over every plane: a task per plane (NCHW), or per image
+// (channels_last), split into blocks of whole cache lines of channels when
+// there are fewer images than threads. make_targets(first) gives the targets
+// of a task whose first pooled element is at offset `first`.
+template <typename bits_t, typename MakeTargets>
+void scatter_planes(Layout4d pooled, const Layout4d& out_l, const Tensor& values, bits_t fill,
+                    const Tensor& out, const MakeTargets& make_targets) {
+  // A 1x1 pooled plane reads as NCHW (both formats address it alike) beside a
+  // channels_last output; a single channel makes both formats alike.
+  pooled.channels_last = pooled.channels_last || out_l.channels_last;
+  const int64_t in_pixels = pooled.h * pooled.w, out_pixels = out_l.h * out_l.w;
+  int64_t block = 1;
+  if (pooled.channels_last) {
+    const int64_t line = std::max<int64_t>(1, 64 / sizeof(bits_t));
+    const int64_t blocks = std::max<int64_t>(1, 2 * at::get_num_threads() / pooled.n);
+    const int64_t per_block = (pooled.c + blocks - 1) / blocks;
+    block = std::min({pooled.c, kMaxBlock, (per_block + line - 1) / line * line});
+  }
+  const int64_t blocks_per_image = (pooled.c + block - 1) / block;
+  const auto* v = values.defined() ? static_cast<const bits_t*>(values.const_data_ptr()) : nullptr;
+  auto* o = static_cast<bits_t*>(out.mutable_data_ptr());
+  if (blocks_per_image > 1) {
+    // Blocks of channels would zero a few bytes of every pixel, one call each:
+    // a parallel fill of the whole output first costs less.
+    const int64_t bytes = out.numel() * static_cast<int64_t>(sizeof(bits_t));
+    at::parallel_for(0, bytes, int64_t{1} << 20, [&](int64_t begin, int64_t end) {
+      std::memset(reinterpret_cast<char*>(o) + begin, 0, end - begin);
+    });
+  }
+  at::parallel_for(0, pooled.n * blocks_per_image, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t n = task / blocks_per_image, c0 = task % blocks_per_image * block;
+      // channels_last: the image's first pixel at channel c0; NCHW: plane (n, c0)
+      const bool cl = pooled.channels_last;
+      const int64_t in_first = n * pooled.c * in_pixels + c0 * (cl ? 1 : in_pixels);
+      const int64_t out_first = n * pooled.c * out_pixels + c0 * (cl ? 1 : out_pixels);
+      const auto targets = make_targets(in_first);
+      const bits_t* task_values = v ? v + in_first : nullptr;
+      if (cl) {
+        scatter_task<bits_t, true>(task_values, fill, targets, o + out_first, pooled.h, pooled.w,
+                                   out_pixels, std::min(block, pooled.c - c0), pooled.c);
+      } else {
+        scatter_task<bits_t, false>(task_values, fill, targets, o + out_first, pooled.h,
+                                    pooled.w, out_pixels, 1, 1);
+      }
+    }
+  });
+}
+
+// f with a null pointer of the unsigned type of `bytes` bytes.
+template <typename F>
+void dispatch_bits(int64_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: return f(static_cast<uint8_t*>(nullptr));
+    case 2: return f(static_cast<uint16_t*>(nullptr));
+    case 4: return f(static_cast<uint32_t*>(nullptr));
+    default: TORCH_INTERNAL_ASSERT(bytes == 8); return f(static_cast<uint64_t*>(nullptr));
+  }
+}
+
+}  // namespace
+
+void max_unpool2d_indices_cpu(const Tensor& values, const Tensor& indices, const Tensor& out) {
+  const Layout4d out_l = layout_of(out);
+  const int64_t* idx = indices.const_data_ptr<int64_t>();
+  dispatch_bits(values.element_size(), [&](auto* tag) {
+    using bits_t = std::remove_pointer_t<decltype(tag)>;
+    scatter_planes<bits_t>(layout_of(values), out_l, values, bits_t(0), out, [&](int64_t first) {
+      return IndexTargets{idx + first, out_l.h, out_l.w};
+    });
+  });
+}
+
+void scatter_by_argmax_cpu(const Tensor& values, const Tensor& argmax, const Tensor& out,
+                           const Pool2dGeometry& g) {
+  const TapTable taps(g);
+  const bool by_table = argmax.scalar_type() == at::kByte;
+  const int64_t bytes = values.defined() ? values.element_size() : 1;
+  dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
+    using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
+    const argmax_t* am = argmax.const_data_ptr<argmax_t>();
+    dispatch_bits(bytes, [&](auto* tag) {
+      using bits_t = std::remove_pointer_t<decltype(tag)>;
+      // a mask stores true: the bits of a bool
+      scatter_planes<bits_t>(layout_of(argmax), layout_of(out), values, bits_t(1), out,
+                             [&](int64_t first) {
+        return ArgmaxTargets<argmax_t>{am + first, g, by_table ? &taps : nullptr};
+      });
+    });
+  });
+}
+
+}  // namespace poolx
