@@ -132,9 +132,9 @@ def measure_model(name, layout, rounds, steps):
     steps_of = {"stock": step_fn(stock, x, target), "poolx": step_fn(converted, x, target)}
     first = {k: s() for k, s in steps_of.items()}  # also the warm-up
     times = {k: [] for k in steps_of}
-    for _ in range(rounds):
+    for _ in range(rounds * steps):  # single steps in turns: a drift hits both alike
         for k, s in steps_of.items():
-            times[k].append(time_steps(s, steps))
+            times[k].append(time_steps(s, 1))
     median = {k: statistics.median(v) for k, v in times.items()}
     return {"model": name, "layout": "channels_last" if layout == torch.channels_last else "nchw",
             "input": list(shape), "median_s": median, "speedup": median["stock"] / median["poolx"],
@@ -148,7 +148,7 @@ def main(args, allocator_name):
     if args.threads:
         torch.set_num_threads(args.threads)
     rounds = max(3, args.rounds)
-    steps = 1 if args.quick else 3
+    steps = 1 if args.quick else 5  # steps per round, each timed alone
     records = []
     for name in args.models or MODELS:
         for layout in (torch.contiguous_format, torch.channels_last):

@@ -93,13 +93,16 @@ def test_unbatched(device):
     assert_same_bits(poolx.max_unpool2d_argmax(values, argmax, x.shape[-2:], *pool), expected)
 
 
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
 @pytest.mark.parametrize("case", CASES)
-def test_gradients_match_torch(device, case):
+def test_gradients_match_torch(device, case, channels_last):
     """Gradient = grad_output at each value's index, even for a value a later
     one overwrote (torch's definition), and so for both forms."""
-    pool, x, indices = pooled_input(case, device, channels_last=False)
+    pool, x, indices = pooled_input(case, device, channels_last=channels_last)
     values = values_like(indices, torch.float64).nan_to_num().requires_grad_()
     grad_out = torch.randn(x.shape, dtype=torch.float64, device=device)
+    if channels_last:
+        grad_out = grad_out.contiguous(memory_format=torch.channels_last)
     ref_values = values.detach().cpu().requires_grad_()
     torch_unpool(ref_values, indices, pool, x.shape).backward(grad_out.cpu())
 
