@@ -132,9 +132,10 @@ def measure_model(name, layout, rounds, steps):
     steps_of = {"stock": step_fn(stock, x, target), "poolx": step_fn(converted, x, target)}
     first = {k: s() for k, s in steps_of.items()}  # also the warm-up
     times = {k: [] for k in steps_of}
-    for _ in range(rounds * steps):  # single steps in turns: a drift hits both alike
-        for k, s in steps_of.items():
-            times[k].append(time_steps(s, 1))
+    for i in range(rounds * steps):  # single steps in turns: a drift hits both alike
+        order = list(steps_of) if i % 2 == 0 else list(reversed(steps_of))  # who goes first
+        for k in order:
+            times[k].append(time_steps(steps_of[k], 1))
     median = {k: statistics.median(v) for k, v in times.items()}
     return {"model": name, "layout": "channels_last" if layout == torch.channels_last else "nchw",
             "input": list(shape), "median_s": median, "speedup": median["stock"] / median["poolx"],

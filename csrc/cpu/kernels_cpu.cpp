@@ -4,10 +4,15 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #include "../kernels.h"
 #include "../tensor_layout.h"
-#include "clones.h"
 #include "fast_paths.h"
 #include "parallel_elements.h"
 #include "scatter.h"
@@ -56,12 +61,41 @@ void backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& gra
   });
 }
 
-// idx[i] = base + tap_offset[a[i]]; the compiler gathers the table a vector
-// at a time where AVX2 or AVX-512 is there.
-POOLX_CPU_CLONES void index_row(const uint8_t* a, int64_t* idx, int64_t n, int64_t base, int64_t step,
+// idx[i] = base + i * step + tap_offset[a[i]]
+void index_row(const uint8_t* a, int64_t* idx, int64_t n, int64_t base, int64_t step,
                const int64_t* tap_offset) {
   for (int64_t i = 0; i < n; ++i) idx[i] = base + i * step + tap_offset[a[i]];
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define POOLX_INDEX_ROW_AVX512 1
+// The same on AVX-512 for windows of up to 16 taps whose offsets fit in
+// int32: 16 argmax bytes at a time, their offsets by one permute of the table.
+__attribute__((target("avx512f"))) void index_row_avx512(const uint8_t* a, int64_t* idx,
+                                                         int64_t n, int64_t base, int64_t step,
+                                                         const int32_t* table16,
+                                                         const int64_t* tap_offset) {
+  const __m512i table = _mm512_loadu_si512(table16);
+  __m512i pos_lo = _mm512_set_epi64(base + 7 * step, base + 6 * step, base + 5 * step,
+                                    base + 4 * step, base + 3 * step, base + 2 * step,
+                                    base + step, base);
+  __m512i pos_hi = _mm512_add_epi64(pos_lo, _mm512_set1_epi64(8 * step));
+  const __m512i advance = _mm512_set1_epi64(16 * step);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i taps =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
+    const __m512i offset = _mm512_permutexvar_epi32(taps, table);
+    _mm512_storeu_si512(idx + i, _mm512_add_epi64(
+        pos_lo, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(offset))));
+    _mm512_storeu_si512(idx + i + 8, _mm512_add_epi64(
+        pos_hi, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(offset, 1))));
+    pos_lo = _mm512_add_epi64(pos_lo, advance);
+    pos_hi = _mm512_add_epi64(pos_hi, advance);
+  }
+  index_row(a + i, idx + i, n - i, base + i * step, step, tap_offset);
+}
+#endif
 
 // torch's index of a selected tap: its window's first tap plus the tap's
 // offset in the plane, from a table of the 256 uint8 argmax values (no
@@ -69,6 +103,21 @@ POOLX_CPU_CLONES void index_row(const uint8_t* a, int64_t* idx, int64_t n, int64
 // (channels_last) at a time.
 void indices_by_tap_table(const uint8_t* argmax, int64_t* indices, const Layout4d& l,
                           const Pool2dGeometry& g, const int64_t* tap_offset) {
+  // windows of up to 16 taps with int32 offsets, on AVX-512 (which
+  // ATEN_CPU_CAPABILITY steers, as for the fast paths)
+  const int64_t taps = g.kernel_h * g.kernel_w;
+  int32_t table16[16] = {};
+  bool by_permute = std::strcmp(cpu_fast_paths().isa, "avx512") == 0 && taps <= 16;
+  for (int64_t t = 0; t < taps && by_permute; ++t) {
+    by_permute = tap_offset[t] <= std::numeric_limits<int32_t>::max();
+    table16[t] = static_cast<int32_t>(tap_offset[t]);
+  }
+  const auto row = [&](const uint8_t* a, int64_t* idx, int64_t n, int64_t base, int64_t step) {
+#ifdef POOLX_INDEX_ROW_AVX512
+    if (by_permute) return index_row_avx512(a, idx, n, base, step, table16, tap_offset);
+#endif
+    index_row(a, idx, n, base, step, tap_offset);
+  };
   const int64_t row_len = l.channels_last ? l.c : l.w;
   const int64_t rows = l.numel() / row_len;
   at::parallel_for(0, rows, std::max<int64_t>(1, at::internal::GRAIN_SIZE / row_len),
@@ -79,10 +128,10 @@ void indices_by_tap_table(const uint8_t* argmax, int64_t* indices, const Layout4
       if (l.channels_last) {
         const int64_t ow = r % l.w, oh = r / l.w % l.h;
         const int64_t base = (oh * g.stride_h - g.pad_h) * g.in_w + ow * g.stride_w - g.pad_w;
-        index_row(a, idx, row_len, base, 0, tap_offset);
+        row(a, idx, row_len, base, 0);
       } else {
         const int64_t base = (r % l.h * g.stride_h - g.pad_h) * g.in_w - g.pad_w;
-        index_row(a, idx, row_len, base, g.stride_w, tap_offset);
+        row(a, idx, row_len, base, g.stride_w);
       }
     }
   });
