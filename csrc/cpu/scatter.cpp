@@ -42,10 +42,12 @@ struct TapTable {
 
 // Targets from torch's int64 flat indices, each checked against the plane.
 struct IndexTargets {
+  static constexpr bool kRows = false;  // NCHW: a pixel at a time
   const int64_t* indices;
   int64_t out_h, out_w;
 
-  const int64_t* operator()(int64_t, int64_t, int64_t offset, int64_t n, int64_t*) const {
+  const int64_t* operator()(int64_t, int64_t, int64_t, int64_t offset, int64_t n,
+                            int64_t*) const {
     const int64_t* t = indices + offset;
     uint64_t furthest = 0;  // negatives compare as huge
     for (int64_t j = 0; j < n; ++j) furthest = std::max(furthest, static_cast<uint64_t>(t[j]));
@@ -60,47 +62,63 @@ struct IndexTargets {
   }
 };
 
-// Targets from the compact argmax: the selected tap of window (ph, pw), or -1
+// Targets from the compact argmax: the selected tap of each window, or -1
 // where that tap lies in the padding (a window with no tap inside the input).
-// A window inside the input adds the tap's offset in the plane to its first
-// tap's pixel; only windows at the border check rows and columns.
+// Element j belongs to window (ph, pw + j * pw_step). A window inside the
+// input adds its tap's offset in the plane to its first tap's pixel; only
+// windows at the border check rows and columns.
 template <typename argmax_t>
 struct ArgmaxTargets {
+  static constexpr bool kRows = true;  // NCHW: pieces of rows
   const argmax_t* argmax;
   Pool2dGeometry g;
   const TapTable* taps;  // null: an int32 argmax, decoded by division
 
-  const int64_t* operator()(int64_t ph, int64_t pw, int64_t offset, int64_t n,
+  const int64_t* operator()(int64_t ph, int64_t pw, int64_t pw_step, int64_t offset, int64_t n,
                             int64_t* scratch) const {
-    const int64_t h0 = ph * g.stride_h - g.pad_h, w0 = pw * g.stride_w - g.pad_w;
     const argmax_t* a = argmax + offset;
-    const bool inside = h0 >= 0 && w0 >= 0 && h0 + (g.kernel_h - 1) * g.dilation_h < g.in_h &&
-                        w0 + (g.kernel_w - 1) * g.dilation_w < g.in_w;
-    if (taps != nullptr && inside) {
-      const int64_t first = h0 * g.in_w + w0;
-      int64_t bad = 0;  // any value past the window's taps
-      for (int64_t j = 0; j < n; ++j) {
-        scratch[j] = first + taps->offset[static_cast<uint8_t>(a[j])];
-        bad |= taps->offset[static_cast<uint8_t>(a[j])];
+    const int64_t h0 = ph * g.stride_h - g.pad_h;
+    // the elements whose windows lie inside the input: [begin, end)
+    int64_t begin = 0, end = 0;
+    const int64_t room = g.in_w - 1 - (g.kernel_w - 1) * g.dilation_w + g.pad_w;
+    if (taps != nullptr && room >= 0 && h0 >= 0 &&
+        h0 + (g.kernel_h - 1) * g.dilation_h < g.in_h) {
+      const int64_t first_pw = ceil_div_nonneg(g.pad_w, g.stride_w);  // the window starts >= 0
+      const int64_t last_pw = div_nonneg(room, g.stride_w);           // and ends < in_w
+      if (pw_step == 0) {
+        end = pw >= first_pw && pw <= last_pw ? n : 0;
+      } else {
+        begin = std::clamp<int64_t>(first_pw - pw, 0, n);
+        end = std::clamp<int64_t>(last_pw + 1 - pw, begin, n);
       }
-      if (C10_UNLIKELY(bad < 0)) check_taps(a, n, ph, pw);
-      return scratch;
     }
-    check_taps(a, n, ph, pw);
-    for (int64_t j = 0; j < n; ++j) {
+    const int64_t row = h0 * g.in_w - g.pad_w;
+    int64_t bad = 0;  // negative: a value past the window's taps
+    for (int64_t j = begin; j < end; ++j) {
+      const int64_t offset_of_tap = taps->offset[static_cast<uint8_t>(a[j])];
+      scratch[j] = row + (pw + j * pw_step) * g.stride_w + offset_of_tap;
+      bad |= offset_of_tap;
+    }
+    if (C10_UNLIKELY(bad < 0)) check_taps(a, begin, end, ph, pw, pw_step);
+    const auto border = [&](int64_t j) {
       const int64_t v = static_cast<int64_t>(a[j]);
+      const int64_t count = g.kernel_h * g.kernel_w;
+      if (C10_UNLIKELY(v < 0 || v >= count)) invalid_argmax(v, count, ph, pw + j * pw_step);
       const int64_t h = h0 + v / g.kernel_w * g.dilation_h;
-      const int64_t w = w0 + v % g.kernel_w * g.dilation_w;
+      const int64_t w = (pw + j * pw_step) * g.stride_w - g.pad_w + v % g.kernel_w * g.dilation_w;
       scratch[j] = h >= 0 && h < g.in_h && w >= 0 && w < g.in_w ? h * g.in_w + w : -1;
-    }
+    };
+    for (int64_t j = 0; j < begin; ++j) border(j);
+    for (int64_t j = end; j < n; ++j) border(j);
     return scratch;
   }
 
-  void check_taps(const argmax_t* a, int64_t n, int64_t ph, int64_t pw) const {
+  void check_taps(const argmax_t* a, int64_t begin, int64_t end, int64_t ph, int64_t pw,
+                  int64_t pw_step) const {
     const int64_t count = g.kernel_h * g.kernel_w;
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = begin; j < end; ++j) {
       const int64_t v = static_cast<int64_t>(a[j]);
-      if (C10_UNLIKELY(v < 0 || v >= count)) invalid_argmax(v, count, ph, pw);
+      if (C10_UNLIKELY(v < 0 || v >= count)) invalid_argmax(v, count, ph, pw + j * pw_step);
     }
   }
 };
@@ -146,16 +164,24 @@ void scatter_task(const bits_t* values, bits_t fill, const Targets& targets_of, 
       zeroed = end;
     }
   };
-  int64_t scratch[kChannelsLast ? kMaxBlock : 1];
+  // A group of pooled elements at a time: a pixel's channels (channels_last)
+  // or, in NCHW, a pixel, or up to kMaxBlock pixels of a row where the
+  // targets cost more to find alone (Targets::kRows); element j at offset + j.
+  const int64_t group =
+      kChannelsLast ? channels : (Targets::kRows ? std::min(pooled_w, kMaxBlock) : 1);
+  int64_t scratch[kMaxBlock];
   for (int64_t ph = 0; ph < pooled_h; ++ph) {
-    for (int64_t pw = 0; pw < pooled_w; ++pw) {
+    for (int64_t pw = 0; pw < pooled_w; pw += kChannelsLast ? 1 : group) {
+      const int64_t n = kChannelsLast ? channels : std::min(group, pooled_w - pw);
       const int64_t offset = (ph * pooled_w + pw) * stride;
-      const int64_t* t = targets_of(ph, pw, offset, channels, scratch);
+      const int64_t* t = targets_of(ph, pw, kChannelsLast ? 0 : 1, offset, n, scratch);
       int64_t furthest = -1;
-      for (int64_t j = 0; j < channels; ++j) furthest = std::max(furthest, t[j]);
+      for (int64_t j = 0; j < n; ++j) furthest = std::max(furthest, t[j]);
       if (furthest >= zeroed) zero_until(std::min(out_pixels, furthest + zero_ahead));
-      for (int64_t j = 0; j < channels; ++j) {
-        if (t[j] >= 0) out[t[j] * stride + j] = values ? values[offset + j] : fill;
+      for (int64_t j = 0; j < n; ++j) {
+        // channels_last: channel j of pixel t; NCHW: pixel t
+        const int64_t to = kChannelsLast ? t[j] * stride + j : t[j];
+        if (t[j] >= 0) out[to] = values ? values[offset + j] : fill;
       }
     }
   }
