@@ -72,10 +72,10 @@ step tests 210 python -m pytest -q -p no:cacheprovider tests \
 
 # The DESIGN.md shapes in every layout, dtype and mode against eager torch;
 # torch.compile (one compilation per case) only where a target names it.
-step bench 150 python -m bench --device cuda --dtypes float32 bfloat16 float16 \
+step bench 240 python -m bench --device cuda --dtypes float32 bfloat16 float16 \
   --peers eager avg_pool2d poolx --min-run-time 0.1 --no-progress \
   --json "$out_dir/bench.json" --plot "$out_dir/bench.png"
-step bench-compile 150 python -m bench --device cuda --shapes seed vgg \
+step bench-compile 90 python -m bench --device cuda --shapes seed vgg \
   --dtypes float32 bfloat16 --modes forward+backward --peers eager compile poolx \
   --min-run-time 0.1 --no-progress \
   --json "$out_dir/bench_compile.json" --plot "$out_dir/bench_compile.png"

@@ -4,6 +4,7 @@ each against torch's results, with and without autograd."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch._prims_common import suggest_memory_format
 
 import poolx
@@ -91,3 +92,21 @@ def test_unpool_ops_match_torch_max_unpool2d(device):
             by_indices = ops.max_unpool2d(values.to(device), indices.to(device), x.shape[-2:])
             assert_identical(by_argmax, expected, f"max_unpool2d_argmax of {what}")
             assert_identical(by_indices, expected, f"max_unpool2d of {what}")
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+@pytest.mark.parametrize("pool", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                  dict(kernel_size=4, stride=3), dict(kernel_size=(5, 4), stride=2),
+                                  dict(kernel_size=2, dilation=2)], ids=str)
+def test_indices_of_long_rows_match_torch(pool, channels_last):
+    """Rows and channel vectors long enough for the vectorized index rows
+    (16 at a time on AVX-512, windows of up to 16 taps) and their tails."""
+    x = torch.randn(2, 37, 23, 77)
+    x.view(-1)[::7] = 0.5  # ties
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    _, expected = F.max_pool2d(x, **pool, return_indices=True)
+    _, argmax = poolx.max_pool2d_with_argmax(x, **pool)
+    got = poolx.argmax_to_indices(argmax, x.shape, **pool)
+    assert torch.equal(got, expected)
+    assert got.stride() == expected.stride()

@@ -13,7 +13,7 @@ namespace {
 
 using at::Tensor;
 
-constexpr int64_t kMaxBlock = 256;  // channels of one channels_last task
+constexpr int64_t kMaxBlock = 256;  // pooled elements whose targets are found at once
 
 // Each uint8 argmax value's offset in the plane from its window's first tap;
 // negative past the window's taps.
@@ -134,8 +134,8 @@ inline void zero_through_cache(void* to, int64_t bytes) {
 }
 
 // One task: `channels` planes whose element (pixel p, channel j) lies at
-// p * stride + j, in the pooled tensor and in the output (NCHW: one plane,
-// stride 1; channels_last: a block of channels of one image, stride C).
+// p * channels + j, in the pooled tensor and in the output (NCHW: one plane;
+// channels_last: an image).
 // Elements move as bits (bits_t: an unsigned type of their size), so NaN
 // payloads and -0.0 stay as they are; `values` null stores `fill`.
 //
@@ -147,19 +147,18 @@ inline void zero_through_cache(void* to, int64_t bytes) {
 // thread) on any number of threads.
 template <typename bits_t, bool kChannelsLast, typename Targets>
 void scatter_task(const bits_t* values, bits_t fill, const Targets& targets_of, bits_t* out,
-                  int64_t pooled_h, int64_t pooled_w, int64_t out_pixels, int64_t channels_arg,
-                  int64_t stride_arg) {
+                  int64_t pooled_h, int64_t pooled_w, int64_t out_pixels,
+                  int64_t channels_arg) {
   const int64_t channels = kChannelsLast ? channels_arg : 1;
-  const int64_t stride = kChannelsLast ? stride_arg : 1;
+  const int64_t stride = channels;
   // pixels zeroed ahead of the furthest write: NCHW 1 KiB of float32 (a plane
   // is a few rows), channels_last up to 1 MiB, two output rows of a typical
   // image with tens of channels
   const int64_t zero_ahead =
       kChannelsLast ? std::max<int64_t>(64, (1 << 20) / (stride * sizeof(bits_t))) : 256;
-  // a block of an image's channels: zeroed beforehand (see scatter_planes)
-  int64_t zeroed = channels == stride ? 0 : out_pixels;
+  int64_t zeroed = 0;  // pixels [0, zeroed) are zero or written
   const auto zero_until = [&](int64_t end) {
-    if (end > zeroed) {  // whole pixels: one run of memory
+    if (end > zeroed) {
       zero_through_cache(out + zeroed * stride, (end - zeroed) * stride * sizeof(bits_t));
       zeroed = end;
     }
@@ -172,66 +171,53 @@ void scatter_task(const bits_t* values, bits_t fill, const Targets& targets_of, 
   int64_t scratch[kMaxBlock];
   for (int64_t ph = 0; ph < pooled_h; ++ph) {
     for (int64_t pw = 0; pw < pooled_w; pw += kChannelsLast ? 1 : group) {
-      const int64_t n = kChannelsLast ? channels : std::min(group, pooled_w - pw);
-      const int64_t offset = (ph * pooled_w + pw) * stride;
-      const int64_t* t = targets_of(ph, pw, kChannelsLast ? 0 : 1, offset, n, scratch);
-      int64_t furthest = -1;
-      for (int64_t j = 0; j < n; ++j) furthest = std::max(furthest, t[j]);
-      if (furthest >= zeroed) zero_until(std::min(out_pixels, furthest + zero_ahead));
-      for (int64_t j = 0; j < n; ++j) {
-        // channels_last: channel j of pixel t; NCHW: pixel t
-        const int64_t to = kChannelsLast ? t[j] * stride + j : t[j];
-        if (t[j] >= 0) out[to] = values ? values[offset + j] : fill;
+      // channels_last: a pixel's channels, kMaxBlock at a time
+      for (int64_t c0 = 0; c0 < channels; c0 += kMaxBlock) {
+        const int64_t n = kChannelsLast ? std::min(kMaxBlock, channels - c0)
+                                        : std::min(group, pooled_w - pw);
+        const int64_t offset = (ph * pooled_w + pw) * stride + c0;
+        const int64_t* t = targets_of(ph, pw, kChannelsLast ? 0 : 1, offset, n, scratch);
+        int64_t furthest = -1;
+        for (int64_t j = 0; j < n; ++j) furthest = std::max(furthest, t[j]);
+        if (furthest >= zeroed) zero_until(std::min(out_pixels, furthest + zero_ahead));
+        for (int64_t j = 0; j < n; ++j) {
+          // channels_last: channel c0 + j of pixel t; NCHW: pixel t
+          const int64_t to = kChannelsLast ? t[j] * stride + c0 + j : t[j];
+          if (t[j] >= 0) out[to] = values ? values[offset + j] : fill;
+        }
       }
     }
   }
   zero_until(out_pixels);
 }
 
-// Runs scatter_task over every plane: a task per plane (NCHW), or per image
-// (channels_last), split into blocks of whole cache lines of channels when
-// there are fewer images than threads. make_targets(first) gives the targets
-// of a task whose first pooled element is at offset `first`.
+// Runs scatter_task over every plane: a task per plane (NCHW) or per image
+// (channels_last). Splitting an image's channels between tasks, for batches
+// smaller than the thread count, measured several times slower than one task
+// per image: each task then zeroes or writes a few bytes of every pixel.
+// make_targets(first) gives the targets of a task whose first pooled element
+// is at offset `first`.
 template <typename bits_t, typename MakeTargets>
 void scatter_planes(Layout4d pooled, const Layout4d& out_l, const Tensor& values, bits_t fill,
                     const Tensor& out, const MakeTargets& make_targets) {
   // A 1x1 pooled plane reads as NCHW (both formats address it alike) beside a
   // channels_last output; a single channel makes both formats alike.
-  pooled.channels_last = pooled.channels_last || out_l.channels_last;
+  const bool cl = pooled.channels_last || out_l.channels_last;
   const int64_t in_pixels = pooled.h * pooled.w, out_pixels = out_l.h * out_l.w;
-  int64_t block = 1;
-  if (pooled.channels_last) {
-    const int64_t line = std::max<int64_t>(1, 64 / sizeof(bits_t));
-    const int64_t blocks = std::max<int64_t>(1, 2 * at::get_num_threads() / pooled.n);
-    const int64_t per_block = (pooled.c + blocks - 1) / blocks;
-    block = std::min({pooled.c, kMaxBlock, (per_block + line - 1) / line * line});
-  }
-  const int64_t blocks_per_image = (pooled.c + block - 1) / block;
   const auto* v = values.defined() ? static_cast<const bits_t*>(values.const_data_ptr()) : nullptr;
   auto* o = static_cast<bits_t*>(out.mutable_data_ptr());
-  if (blocks_per_image > 1) {
-    // Blocks of channels would zero a few bytes of every pixel, one call each:
-    // a parallel fill of the whole output first costs less.
-    const int64_t bytes = out.numel() * static_cast<int64_t>(sizeof(bits_t));
-    at::parallel_for(0, bytes, int64_t{1} << 20, [&](int64_t begin, int64_t end) {
-      std::memset(reinterpret_cast<char*>(o) + begin, 0, end - begin);
-    });
-  }
-  at::parallel_for(0, pooled.n * blocks_per_image, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, cl ? pooled.n : pooled.n * pooled.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t n = task / blocks_per_image, c0 = task % blocks_per_image * block;
-      // channels_last: the image's first pixel at channel c0; NCHW: plane (n, c0)
-      const bool cl = pooled.channels_last;
-      const int64_t in_first = n * pooled.c * in_pixels + c0 * (cl ? 1 : in_pixels);
-      const int64_t out_first = n * pooled.c * out_pixels + c0 * (cl ? 1 : out_pixels);
+      const int64_t in_first = task * (cl ? pooled.c : 1) * in_pixels;
+      const int64_t out_first = task * (cl ? pooled.c : 1) * out_pixels;
       const auto targets = make_targets(in_first);
       const bits_t* task_values = v ? v + in_first : nullptr;
       if (cl) {
         scatter_task<bits_t, true>(task_values, fill, targets, o + out_first, pooled.h, pooled.w,
-                                   out_pixels, std::min(block, pooled.c - c0), pooled.c);
+                                   out_pixels, pooled.c);
       } else {
         scatter_task<bits_t, false>(task_values, fill, targets, o + out_first, pooled.h,
-                                    pooled.w, out_pixels, 1, 1);
+                                    pooled.w, out_pixels, 1);
       }
     }
   });
