@@ -28,6 +28,10 @@ def find(name):
     return None
 
 
+def _is_allocator(library):
+    return any(pattern.split(".")[0] in library for _, pattern in LIBRARIES.values())
+
+
 def current():
     """The allocator this process runs under, from LD_PRELOAD."""
     preload = os.environ.get("LD_PRELOAD", "")
@@ -37,20 +41,24 @@ def current():
     return "system"
 
 
+def preload_without_allocators(preload):
+    """LD_PRELOAD's other libraries (a sanitizer's runtime, say), in order."""
+    return [lib for lib in preload.replace(":", " ").split() if not _is_allocator(lib)]
+
+
 def ensure(name, argv):
     """Re-executes `python -m bench argv` with `name` preloaded, unless this
-    process already runs under it."""
+    process already runs under it; other preloaded libraries stay first."""
     if name == current():
         return
-    env = dict(os.environ)
-    if name == "system":
-        env.pop("LD_PRELOAD", None)
-    else:
+    preload = preload_without_allocators(os.environ.get("LD_PRELOAD", ""))
+    if name != "system":
         path = find(name)
         if path is None:
             package = LIBRARIES[name][0]
             raise SystemExit(f"--allocator {name}: its library was not found; install it "
                              f"(Debian: apt-get install {package})")
-        env["LD_PRELOAD"] = path
+        preload.append(path)
+    env = dict(os.environ, LD_PRELOAD=":".join(preload))
     sys.stdout.flush()
     os.execve(sys.executable, [sys.executable, "-m", "bench", *argv], env)

@@ -124,7 +124,9 @@ def test_models_train_alike_stock_and_converted(tmp_path):
 
 
 def run_module(*args):
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    # any allocator preloaded here goes; other preloads (sanitizers) stay
+    preload = allocator.preload_without_allocators(os.environ.get("LD_PRELOAD", ""))
+    env = dict(os.environ, LD_PRELOAD=":".join(preload))
     return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=600)
 
@@ -145,6 +147,12 @@ def test_allocator_reexecutes_under_it_and_names_it(tmp_path, name):
     assert f"allocator: {name}" in done.stdout
     with open(json_path) as f:
         assert json.load(f)["allocator"] == name
+
+
+def test_other_preloaded_libraries_stay_first():
+    kept = allocator.preload_without_allocators(
+        "/usr/lib/libasan.so.8:/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 /x/libubsan.so")
+    assert kept == ["/usr/lib/libasan.so.8", "/x/libubsan.so"]
 
 
 def test_a_missing_allocator_is_a_clear_error(monkeypatch):
