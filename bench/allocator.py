@@ -28,22 +28,26 @@ def find(name):
     return None
 
 
-def _is_allocator(library):
-    return any(pattern.split(".")[0] in library for _, pattern in LIBRARIES.values())
+def _allocator_of(library):
+    """The allocator a preloaded library path is, or None."""
+    for name, (_, pattern) in LIBRARIES.items():
+        if pattern.split(".")[0] in library:
+            return name
+    return None
+
+
+def _preloaded():
+    return os.environ.get("LD_PRELOAD", "").replace(":", " ").split()
 
 
 def current():
     """The allocator this process runs under, from LD_PRELOAD."""
-    preload = os.environ.get("LD_PRELOAD", "")
-    for name, (_, pattern) in LIBRARIES.items():
-        if pattern.split(".")[0] in preload:
-            return name
-    return "system"
+    return next((_allocator_of(lib) for lib in _preloaded() if _allocator_of(lib)), "system")
 
 
 def preload_without_allocators(preload):
     """LD_PRELOAD's other libraries (a sanitizer's runtime, say), in order."""
-    return [lib for lib in preload.replace(":", " ").split() if not _is_allocator(lib)]
+    return [lib for lib in preload.replace(":", " ").split() if _allocator_of(lib) is None]
 
 
 def ensure(name, argv):

@@ -114,11 +114,10 @@ def step_fn(model, x, target):
     return step
 
 
-def time_steps(step, steps):
+def time_step(step):
     start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return (time.perf_counter() - start) / steps
+    step()
+    return time.perf_counter() - start
 
 
 def measure_model(name, layout, rounds, steps):
@@ -135,7 +134,7 @@ def measure_model(name, layout, rounds, steps):
     for i in range(rounds * steps):  # single steps in turns: a drift hits both alike
         order = list(steps_of) if i % 2 == 0 else list(reversed(steps_of))  # who goes first
         for k in order:
-            times[k].append(time_steps(steps_of[k], 1))
+            times[k].append(time_step(steps_of[k]))
     median = {k: statistics.median(v) for k, v in times.items()}
     return {"model": name, "layout": "channels_last" if layout == torch.channels_last else "nchw",
             "input": list(shape), "median_s": median, "speedup": median["stock"] / median["poolx"],

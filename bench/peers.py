@@ -99,11 +99,12 @@ def _paths(peer, t, hw):
     if peer == "poolx":
         pool = functools.partial(poolx.max_pool2d, **a, return_indices=True)
         unpool = functools.partial(poolx.max_unpool2d, **unpool_args)
+        pool_no_grad, unpool_no_grad = _no_grad(pool), _no_grad(unpool)
         unpool_argmax = _no_grad(functools.partial(poolx.max_unpool2d_argmax, **a))
         mask = _no_grad(functools.partial(poolx.argmax_to_mask, **a))
         return {
-            "return_indices": lambda: _no_grad(pool)(t.x),
-            "unpool": lambda: _no_grad(unpool)(t.values, t.indices, output_size=hw),
+            "return_indices": lambda: pool_no_grad(t.x),
+            "unpool": lambda: unpool_no_grad(t.values, t.indices, output_size=hw),
             "unpool_argmax": lambda: unpool_argmax(t.values, t.argmax, hw),
             "pool+unpool": _pool_unpool(pool, unpool, t, hw),
             "argmax_to_mask": lambda: mask(t.argmax, t.x.shape),
@@ -111,10 +112,10 @@ def _paths(peer, t, hw):
     wrap = _compiled if peer == "compile" else (lambda f: f)
     pool = wrap(functools.partial(F.max_pool2d, **a, return_indices=True))
     unpool = wrap(functools.partial(F.max_unpool2d, **unpool_args))
-    by_indices = _no_grad(unpool)
+    pool_no_grad, by_indices = _no_grad(pool), _no_grad(unpool)
     mask = _no_grad(wrap(_torch_mask))
     return {
-        "return_indices": lambda: _no_grad(pool)(t.x),
+        "return_indices": lambda: pool_no_grad(t.x),
         "unpool": lambda: by_indices(t.values, t.indices, output_size=hw),
         # torch has no argmax: its unpool by indices is what poolx's replaces
         "unpool_argmax": lambda: by_indices(t.values, t.indices, output_size=hw),

@@ -16,6 +16,7 @@
 #include "fast_paths.h"
 #include "parallel_elements.h"
 #include "scatter.h"
+#include "tap_table.h"
 #include "poolx/element_ops.h"
 
 namespace poolx {
@@ -144,12 +145,9 @@ bool argmax_to_indices_by_table(const Tensor& argmax, const Tensor& indices,
   const bool no_empty_window = (g.dilation_h == 1 || g.pad_h == 0) &&
                                (g.dilation_w == 1 || g.pad_w == 0);
   if (argmax.scalar_type() != at::kByte || !no_empty_window) return false;
-  int64_t tap_offset[256];
-  for (int64_t a = 0; a < 256; ++a) {
-    tap_offset[a] = a / g.kernel_w * g.dilation_h * g.in_w + a % g.kernel_w * g.dilation_w;
-  }
+  const TapTable taps(g);
   indices_by_tap_table(argmax.const_data_ptr<uint8_t>(), indices.mutable_data_ptr<int64_t>(),
-                       layout_of(argmax), g, tap_offset);
+                       layout_of(argmax), g, taps.offset);
   return true;
 }
 

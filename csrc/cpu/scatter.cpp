@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "../tensor_layout.h"
+#include "tap_table.h"
 
 namespace poolx {
 namespace {
@@ -14,20 +15,6 @@ namespace {
 using at::Tensor;
 
 constexpr int64_t kMaxBlock = 256;  // pooled elements whose targets are found at once
-
-// Each uint8 argmax value's offset in the plane from its window's first tap;
-// negative past the window's taps.
-struct TapTable {
-  int64_t offset[256];
-
-  explicit TapTable(const Pool2dGeometry& g) {
-    for (int64_t a = 0; a < 256; ++a) {
-      offset[a] = a < g.kernel_h * g.kernel_w
-                      ? a / g.kernel_w * g.dilation_h * g.in_w + a % g.kernel_w * g.dilation_w
-                      : -1;
-    }
-  }
-};
 
 [[noreturn]] C10_NOINLINE void invalid_unpool_index(int64_t index, int64_t out_h, int64_t out_w) {
   TORCH_CHECK(false, "max_unpool2d: Found an invalid max index: ", index,
@@ -93,17 +80,19 @@ struct ArgmaxTargets {
       }
     }
     const int64_t row = h0 * g.in_w - g.pad_w;
+    const int64_t last_tap = g.kernel_h * g.kernel_w - 1;
     int64_t bad = 0;  // negative: a value past the window's taps
     for (int64_t j = begin; j < end; ++j) {
-      const int64_t offset_of_tap = taps->offset[static_cast<uint8_t>(a[j])];
-      scratch[j] = row + (pw + j * pw_step) * g.stride_w + offset_of_tap;
-      bad |= offset_of_tap;
+      const uint8_t v = static_cast<uint8_t>(a[j]);
+      scratch[j] = row + (pw + j * pw_step) * g.stride_w + taps->offset[v];
+      bad |= last_tap - v;
     }
-    if (C10_UNLIKELY(bad < 0)) check_taps(a, begin, end, ph, pw, pw_step);
+    if (C10_UNLIKELY(bad < 0)) {
+      for (int64_t j = begin; j < end; ++j) check_tap(a[j], ph, pw + j * pw_step);
+    }
     const auto border = [&](int64_t j) {
       const int64_t v = static_cast<int64_t>(a[j]);
-      const int64_t count = g.kernel_h * g.kernel_w;
-      if (C10_UNLIKELY(v < 0 || v >= count)) invalid_argmax(v, count, ph, pw + j * pw_step);
+      check_tap(v, ph, pw + j * pw_step);
       const int64_t h = h0 + v / g.kernel_w * g.dilation_h;
       const int64_t w = (pw + j * pw_step) * g.stride_w - g.pad_w + v % g.kernel_w * g.dilation_w;
       scratch[j] = h >= 0 && h < g.in_h && w >= 0 && w < g.in_w ? h * g.in_w + w : -1;
@@ -113,25 +102,11 @@ struct ArgmaxTargets {
     return scratch;
   }
 
-  void check_taps(const argmax_t* a, int64_t begin, int64_t end, int64_t ph, int64_t pw,
-                  int64_t pw_step) const {
+  void check_tap(int64_t v, int64_t ph, int64_t pw) const {
     const int64_t count = g.kernel_h * g.kernel_w;
-    for (int64_t j = begin; j < end; ++j) {
-      const int64_t v = static_cast<int64_t>(a[j]);
-      if (C10_UNLIKELY(v < 0 || v >= count)) invalid_argmax(v, count, ph, pw + j * pw_step);
-    }
+    if (C10_UNLIKELY(v < 0 || v >= count)) invalid_argmax(v, count, ph, pw);
   }
 };
-
-// memset in pieces small enough for ordinary stores: glibc serves a large
-// memset with `rep stosb`, whose stores may bypass the caches, and the
-// scatter wants the zeroed lines in L2.
-inline void zero_through_cache(void* to, int64_t bytes) {
-  constexpr int64_t kPiece = 1024;
-  auto* p = static_cast<char*>(to);
-  for (; bytes > kPiece; bytes -= kPiece, p += kPiece) std::memset(p, 0, kPiece);
-  std::memset(p, 0, bytes);
-}
 
 // One task: `channels` planes whose element (pixel p, channel j) lies at
 // p * channels + j, in the pooled tensor and in the output (NCHW: one plane;
@@ -149,17 +124,17 @@ template <typename bits_t, bool kChannelsLast, typename Targets>
 void scatter_task(const bits_t* values, bits_t fill, const Targets& targets_of, bits_t* out,
                   int64_t pooled_h, int64_t pooled_w, int64_t out_pixels,
                   int64_t channels_arg) {
-  const int64_t channels = kChannelsLast ? channels_arg : 1;
-  const int64_t stride = channels;
+  const int64_t channels = kChannelsLast ? channels_arg : 1;  // also the pixel stride
   // pixels zeroed ahead of the furthest write: NCHW 1 KiB of float32 (a plane
   // is a few rows), channels_last up to 1 MiB, two output rows of a typical
   // image with tens of channels
   const int64_t zero_ahead =
-      kChannelsLast ? std::max<int64_t>(64, (1 << 20) / (stride * sizeof(bits_t))) : 256;
+      kChannelsLast ? std::max<int64_t>(64, (1 << 20) / (channels * sizeof(bits_t))) : 256;
   int64_t zeroed = 0;  // pixels [0, zeroed) are zero or written
   const auto zero_until = [&](int64_t end) {
     if (end > zeroed) {
-      zero_through_cache(out + zeroed * stride, (end - zeroed) * stride * sizeof(bits_t));
+      std::memset(static_cast<void*>(out + zeroed * channels), 0,
+                  (end - zeroed) * channels * sizeof(bits_t));
       zeroed = end;
     }
   };
@@ -175,14 +150,14 @@ void scatter_task(const bits_t* values, bits_t fill, const Targets& targets_of, 
       for (int64_t c0 = 0; c0 < channels; c0 += kMaxBlock) {
         const int64_t n = kChannelsLast ? std::min(kMaxBlock, channels - c0)
                                         : std::min(group, pooled_w - pw);
-        const int64_t offset = (ph * pooled_w + pw) * stride + c0;
+        const int64_t offset = (ph * pooled_w + pw) * channels + c0;
         const int64_t* t = targets_of(ph, pw, kChannelsLast ? 0 : 1, offset, n, scratch);
         int64_t furthest = -1;
         for (int64_t j = 0; j < n; ++j) furthest = std::max(furthest, t[j]);
         if (furthest >= zeroed) zero_until(std::min(out_pixels, furthest + zero_ahead));
         for (int64_t j = 0; j < n; ++j) {
           // channels_last: channel c0 + j of pixel t; NCHW: pixel t
-          const int64_t to = kChannelsLast ? t[j] * stride + c0 + j : t[j];
+          const int64_t to = kChannelsLast ? t[j] * channels + c0 + j : t[j];
           if (t[j] >= 0) out[to] = values ? values[offset + j] : fill;
         }
       }
