@@ -78,4 +78,60 @@ bool fast_unpool_argmax(const at::Tensor& values, const at::Tensor& argmax, cons
          cpu_fast_paths().unpool_argmax(routing_args(values, argmax, out, g));
 }
 
+namespace {
+
+// Fewer channels than this are too few for a vector; the scatter is faster.
+constexpr int64_t kMinTiledUnpoolChannels = 8;
+
+// values (undefined: a mask of `pooled`'s shape) keyed by indices or argmax,
+// into `out`, with windows of kernel_h x kernel_w.
+bool unpool_tiled(const at::Tensor& values, const Layout4d& pooled, const int64_t* indices,
+                  const uint8_t* argmax, const at::Tensor& out, int64_t kernel_h,
+                  int64_t kernel_w) {
+  const Layout4d out_l = layout_of(out);
+  // A tensor contiguous in both formats (one channel, or 1x1 planes) reads as
+  // NCHW; both then address every element alike. NCHW takes the other paths:
+  // its rows of windows are too short for the compiler's vectors.
+  if (!(out_l.channels_last || pooled.channels_last) || out_l.c < kMinTiledUnpoolChannels) {
+    return false;
+  }
+  const TiledUnpoolArgs args{values.defined() ? values.element_size() : 1,
+                             out_l.n,
+                             out_l.c,
+                             pooled.h,
+                             pooled.w,
+                             out_l.h,
+                             out_l.w,
+                             kernel_h,
+                             kernel_w,
+                             values.defined() ? values.const_data_ptr() : nullptr,
+                             indices,
+                             argmax,
+                             out.mutable_data_ptr()};
+  return cpu_fast_paths().unpool_tiled(args);
+}
+
+}  // namespace
+
+bool fast_unpool_indices(const at::Tensor& values, const at::Tensor& indices,
+                         const at::Tensor& out) {
+  // The windows the indices came from if a pooling with kernel == stride made
+  // them; the kernel checks that each index lies in its own, so a wrong guess
+  // costs time, never a wrong result.
+  const Layout4d pooled = layout_of(values);
+  const int64_t kernel_h = out.size(2) / pooled.h, kernel_w = out.size(3) / pooled.w;
+  return kernel_h > 0 && kernel_w > 0 &&
+         unpool_tiled(values, pooled, indices.const_data_ptr<int64_t>(), nullptr, out, kernel_h,
+                      kernel_w);
+}
+
+bool fast_unpool_by_argmax(const at::Tensor& values, const at::Tensor& argmax,
+                           const at::Tensor& out, const Pool2dGeometry& g) {
+  const bool tiles = is_tiled(g) && g.out_h * g.kernel_h <= g.in_h &&
+                     g.out_w * g.kernel_w <= g.in_w;
+  return tiles && argmax.scalar_type() == at::kByte &&
+         unpool_tiled(values, layout_of(argmax), nullptr, argmax.const_data_ptr<uint8_t>(), out,
+                      g.kernel_h, g.kernel_w);
+}
+
 }  // namespace poolx

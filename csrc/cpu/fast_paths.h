@@ -28,6 +28,17 @@ struct FastBackwardArgs {
   Pool2dGeometry g;
 };
 
+// Unpool in channels_last where the windows (kernel_h x kernel_w, stride =
+// kernel) tile the output: csrc/cpu/isa/unpool_tiled.h.
+struct TiledUnpoolArgs {
+  int64_t bytes;  // element size
+  int64_t n, channels, pooled_h, pooled_w, out_h, out_w, kernel_h, kernel_w;
+  const void* values;      // null: a bool mask (stores 1)
+  const int64_t* indices;  // flat positions in the output plane, or null:
+  const uint8_t* argmax;   // the selected taps
+  void* out;
+};
+
 // Each returns false, having written nothing, when it does not cover the
 // problem; the caller then runs the per-element kernels.
 struct FastPaths {
@@ -36,6 +47,9 @@ struct FastPaths {
   bool (*backward)(const FastBackwardArgs&);
   // grad_output holds the values to unpool, grad_input receives them
   bool (*unpool_argmax)(const FastBackwardArgs&);
+  // false (the output partly written) where a key names no element of its
+  // window; the caller then scatters
+  bool (*unpool_tiled)(const TiledUnpoolArgs&);
 };
 
 namespace isa_default { const FastPaths& fast_paths(); }
@@ -67,5 +81,11 @@ bool fast_backward(const at::Tensor& grad_output, const at::Tensor& argmax,
                    const at::Tensor& grad_input, const Pool2dGeometry& g);
 bool fast_unpool_argmax(const at::Tensor& values, const at::Tensor& argmax, const at::Tensor& out,
                         const Pool2dGeometry& g);
+// Unpool (values undefined: the mask) where windows tile the output and every
+// key lies in its window; false, the output partly written, elsewhere.
+bool fast_unpool_indices(const at::Tensor& values, const at::Tensor& indices,
+                         const at::Tensor& out);
+bool fast_unpool_by_argmax(const at::Tensor& values, const at::Tensor& argmax,
+                           const at::Tensor& out, const Pool2dGeometry& g);
 
 }  // namespace poolx

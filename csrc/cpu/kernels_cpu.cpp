@@ -177,12 +177,21 @@ void gather_by_argmax(const Tensor& src, const Tensor& argmax, const Tensor& out
 }
 
 void argmax_to_mask(const Tensor& argmax, const Tensor& mask, const Pool2dGeometry& g) {
-  scatter_by_argmax_cpu(Tensor(), argmax, mask, g);
+  if (!fast_unpool_by_argmax(Tensor(), argmax, mask, g)) {
+    scatter_by_argmax_cpu(Tensor(), argmax, mask, g);
+  }
 }
 
 void max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, const Tensor& out,
                          const Pool2dGeometry& g) {
-  if (!fast_unpool_argmax(values, argmax, out, g)) scatter_by_argmax_cpu(values, argmax, out, g);
+  if (!fast_unpool_argmax(values, argmax, out, g) &&
+      !fast_unpool_by_argmax(values, argmax, out, g)) {
+    scatter_by_argmax_cpu(values, argmax, out, g);
+  }
+}
+
+void max_unpool2d_indices(const Tensor& values, const Tensor& indices, const Tensor& out) {
+  if (!fast_unpool_indices(values, indices, out)) max_unpool2d_indices_cpu(values, indices, out);
 }
 
 }  // namespace
@@ -190,7 +199,7 @@ void max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, const Tenso
 const Pool2dKernels& cpu_kernels() {
   static const Pool2dKernels kernels{forward,          backward,       argmax_to_indices,
                                      gather_by_argmax, argmax_to_mask, max_unpool2d_argmax,
-                                     max_unpool2d_indices_cpu};
+                                     max_unpool2d_indices};
   return kernels;
 }
 

@@ -3,12 +3,16 @@
 // its own POOLX_ISA_NAMESPACE, so that the builds never share a symbol.
 #pragma once
 
+#include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
+
+#include <atomic>
 
 #include "backward_kernels.h"
 #include "forward_kernels.h"
 #include "tiled_rows.h"
+#include "unpool_tiled.h"
 
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
@@ -81,29 +85,54 @@ inline bool backward(const FastBackwardArgs& a) {
   });
 }
 
+// Whether every argmax value is below `taps`.
+inline bool argmax_names_taps(const uint8_t* argmax, int64_t n, int64_t taps) {
+  std::atomic<bool> ok{true};
+  at::parallel_for(0, n, int64_t{1} << 16, [&](int64_t begin, int64_t end) {
+    uint8_t top = 0;
+    for (int64_t i = begin; i < end; ++i) top = std::max(top, argmax[i]);
+    if (top >= taps) ok.store(false, std::memory_order_relaxed);
+  });
+  return ok.load();
+}
+
 // Unpool by argmax, tiled: each input lies in at most one window, so the
-// tiled backward's routing with the value copied is the whole unpool. float32
-// only: its lanes carry the value's bits unchanged, while 16-bit types would
-// have NaN payloads rewritten by the round trip through float.
+// tiled backward's routing with the value copied is the whole unpool, for
+// types whose lanes carry the value's bits unchanged: float32, and 16-bit
+// types in 16-bit lanes (AVX-512) along rows (NCHW, channels_last C <= 2).
+// Other channels_last cases take unpool_tiled.h.
 inline bool unpool_argmax(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
-  if (a.dtype != c10::ScalarType::Float || !tiles_input(g)) return false;
+  if (!tiles_input(g)) return false;
   const int row_c = tiled_row_channels(g, a.in_l);
   const int64_t planes = tiled_row_planes(a.in_l);
-  if (row_c == 1) {
-    backward_tiled_rows<float, 1, /*kCopy=*/true>(a, planes);
-  } else if (row_c == 2) {
-    backward_tiled_rows<float, 2, /*kCopy=*/true>(a, planes);
-  } else if (a.in_l.channels_last) {
+  const auto rows = [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    row_c == 1 ? backward_tiled_rows<T, 1, /*kCopy=*/true>(a, planes)
+               : backward_tiled_rows<T, 2, /*kCopy=*/true>(a, planes);
+    return true;
+  };
+  if (a.dtype == c10::ScalarType::Float) {
+    if (row_c != 0) return rows(static_cast<float*>(nullptr));
+    if (!a.in_l.channels_last) return false;
     backward_channels_last_tiled<float, /*kCopy=*/true>(a);
-  } else {
+    return true;
+  }
+  // The routing selects by compare, so a value past the window's taps would
+  // place nothing; the scatter raises on it. (float32 skips this pass: its
+  // documented exception.)
+  if (row_c == 0 || !argmax_names_taps(a.argmax, a.out_l.numel(), g.kernel_h * g.kernel_w)) {
     return false;
   }
-  return true;
+  if constexpr (kRoutesIn16BitLanes<c10::BFloat16>) {
+    if (a.dtype == c10::ScalarType::BFloat16) return rows(static_cast<c10::BFloat16*>(nullptr));
+    if (a.dtype == c10::ScalarType::Half) return rows(static_cast<c10::Half*>(nullptr));
+  }
+  return false;
 }
 
 const FastPaths& fast_paths() {
-  static const FastPaths paths{POOLX_ISA_NAME, forward, backward, unpool_argmax};
+  static const FastPaths paths{POOLX_ISA_NAME, forward, backward, unpool_argmax, unpool_tiled};
   return paths;
 }
 

@@ -85,8 +85,8 @@ inline void store_16bit(T* p, __m512i v, int64_t n) {
 // `grad` and `argmax` routed to their 2 * n inputs in kernel row kh (the
 // vector's first 2 * n lanes), where the even pixels are tap 2 * kh and the
 // odd ones 2 * kh + 1. Each output pixel is doubled into a pixel pair, so one
-// compare selects both taps.
-template <typename T, int kC>
+// compare selects both taps. kCopy (unpool): the bits as they are, not "0 + g".
+template <typename T, int kC, bool kCopy = false>
 inline __m512i routed_pixel_pairs_16bit(const T* grad, const uint8_t* argmax, int64_t n,
                                         int64_t kh) {
   static_assert(kC == 1 || kC == 2);
@@ -108,7 +108,7 @@ inline __m512i routed_pixel_pairs_16bit(const T* grad, const uint8_t* argmax, in
     taps = _mm512_set1_epi64(even | (odd << 32));
   }
   const __mmask32 selected = _mm512_cmpeq_epi16_mask(a2, taps);
-  return _mm512_maskz_mov_epi16(selected, zero_plus_16bit<T>(g2));
+  return _mm512_maskz_mov_epi16(selected, kCopy ? g2 : zero_plus_16bit<T>(g2));
 }
 
 // StreamAppender's lanes for 16-bit routing: 32 elements, a cache line.

@@ -132,7 +132,7 @@ inline std::pair<Vec, Vec> routed_pixel_pairs(const T* grad, const uint8_t* argm
 // starting at whole vectors.
 template <typename T, int kC, bool kCopy, bool kStream>
 void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
-  constexpr bool k16Bit = kRoutesIn16BitLanes<T> && !kCopy;
+  constexpr bool k16Bit = kRoutesIn16BitLanes<T>;
   using Lanes = std::conditional_t<k16Bit, Bits16Lanes<T>, ValueLanes<T>>;
   // Sizes as locals (see forward_tiled_rows).
   const int64_t in_h = a.g.in_h, out_h = a.g.out_h, kernel_h = a.g.kernel_h;
@@ -163,8 +163,8 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
         // full vectors and the tail as separate calls: full ones unmasked
         const auto route = [&](int64_t i0, int64_t n) {
           if constexpr (k16Bit) {
-            const auto v = routed_pixel_pairs_16bit<T, kC>(go + o_row + i0, argmax + o_row + i0,
-                                                           n, kh);
+            const auto v = routed_pixel_pairs_16bit<T, kC, kCopy>(go + o_row + i0,
+                                                                  argmax + o_row + i0, n, kh);
             if constexpr (kStream) {
               stream.append(v, 2 * n);
             } else {
