@@ -127,9 +127,7 @@ bool fast_unpool_indices(const at::Tensor& values, const at::Tensor& indices,
 
 bool fast_unpool_by_argmax(const at::Tensor& values, const at::Tensor& argmax,
                            const at::Tensor& out, const Pool2dGeometry& g) {
-  const bool tiles = is_tiled(g) && g.out_h * g.kernel_h <= g.in_h &&
-                     g.out_w * g.kernel_w <= g.in_w;
-  return tiles && argmax.scalar_type() == at::kByte &&
+  return tiles_input(g) && argmax.scalar_type() == at::kByte &&
          unpool_tiled(values, layout_of(argmax), nullptr, argmax.const_data_ptr<uint8_t>(), out,
                       g.kernel_h, g.kernel_w);
 }

@@ -124,10 +124,10 @@ inline bool unpool_argmax(const FastBackwardArgs& a) {
   if (row_c == 0 || !argmax_names_taps(a.argmax, a.out_l.numel(), g.kernel_h * g.kernel_w)) {
     return false;
   }
-  if constexpr (kRoutesIn16BitLanes<c10::BFloat16>) {
-    if (a.dtype == c10::ScalarType::BFloat16) return rows(static_cast<c10::BFloat16*>(nullptr));
-    if (a.dtype == c10::ScalarType::Half) return rows(static_cast<c10::Half*>(nullptr));
-  }
+#if defined(CPU_CAPABILITY_AVX512)  // 16-bit lanes (route_16bit.h)
+  if (a.dtype == c10::ScalarType::BFloat16) return rows(static_cast<c10::BFloat16*>(nullptr));
+  if (a.dtype == c10::ScalarType::Half) return rows(static_cast<c10::Half*>(nullptr));
+#endif
   return false;
 }
 

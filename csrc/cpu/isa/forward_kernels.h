@@ -12,12 +12,6 @@
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
 
-// Windows that fit the input exactly: no padding cut and no partial window
-// from ceil mode, so every input element lies in at most one window.
-inline bool tiles_input(const Pool2dGeometry& g) {
-  return is_tiled(g) && g.out_h * g.kernel_h <= g.in_h && g.out_w * g.kernel_w <= g.in_w;
-}
-
 // Rows per parallel task, so that a task moves some tens of KB.
 inline int64_t grain_for(int64_t elems_per_row) {
   return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, elems_per_row));

@@ -18,8 +18,7 @@ namespace POOLX_ISA_NAMESPACE {
 // Floor-mode tiling by kernel_h x 2 windows: every input element lies in at
 // most one window.
 inline bool tiles_rows_w2(const Pool2dGeometry& g) {
-  return is_tiled(g) && g.kernel_w == 2 && g.out_h * g.kernel_h <= g.in_h &&
-         g.out_w * g.kernel_w <= g.in_w;
+  return tiles_input(g) && g.kernel_w == 2;
 }
 
 // A window row's 2 * n elements from `p`, split into taps kw = 0 and 1.

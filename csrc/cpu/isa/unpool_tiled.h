@@ -1,6 +1,6 @@
 // Unpool in channels_last where windows tile the output: each output element
-// lies in at most one window, so it is that window's value where the window selected it and
-// zero elsewhere. One pass writes every output element once, in order: no
+// lies in at most one window, so it is that window's value where the window
+// selected it and zero elsewhere. One pass writes every output element once, in order: no
 // zero-fill, no scatter, deterministic. Serves unpool by int64 indices (a
 // window selects the output element whose flat position its index names),
 // unpool by argmax and the mask (a window selects its argmax tap). Elements

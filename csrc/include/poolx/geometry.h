@@ -68,4 +68,10 @@ inline bool is_tiled(const Pool2dGeometry& g) {
          g.dilation_h == 1 && g.dilation_w == 1;
 }
 
+// Tiled windows that fit the input exactly: no partial window from ceil mode,
+// so every input element lies in at most one window.
+inline bool tiles_input(const Pool2dGeometry& g) {
+  return is_tiled(g) && g.out_h * g.kernel_h <= g.in_h && g.out_w * g.kernel_w <= g.in_w;
+}
+
 }  // namespace poolx
