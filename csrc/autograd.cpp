@@ -1,4 +1,4 @@
-// Reverse-mode autograd of the pooling operators, in C++: an eager training
+// Reverse-mode autograd of the operators, in C++: an eager training
 // step then runs no Python between the ops (a Python autograd.Function costs
 // ~25 us a call and its backward ~20 us, more than pooling a small input).
 // Each backward calls the ops through the dispatcher, so it is differentiable
@@ -63,6 +63,15 @@ struct PoolArgs {
     static const auto op =
         find_op<Tensor(const Tensor&, const Tensor&, SymIntArrayRef, IntArrayRef, IntArrayRef,
                        IntArrayRef, IntArrayRef, bool)>("poolx::max_pool2d_backward");
+    return op.call(pooled, argmax, input_hw, kernel, stride, padding, dilation, ceil_mode);
+  }
+
+  // pooled-shape values placed at the selected taps, the last one staying
+  Tensor unpool_by_argmax(const Tensor& pooled, const Tensor& argmax,
+                          SymIntArrayRef input_hw) const {
+    static const auto op =
+        find_op<Tensor(const Tensor&, const Tensor&, SymIntArrayRef, IntArrayRef, IntArrayRef,
+                       IntArrayRef, IntArrayRef, bool)>("poolx::max_unpool2d_argmax");
     return op.call(pooled, argmax, input_hw, kernel, stride, padding, dilation, ceil_mode);
   }
 
@@ -144,21 +153,49 @@ struct MaxPool2dValues : torch::autograd::Function<MaxPool2dValues> {
   }
 };
 
-// max_pool2d_backward: pooled-shape values routed to the selected taps; its
-// adjoint is the gather at the argmax.
-struct RouteToInput : torch::autograd::Function<RouteToInput> {
+// Pooled-shape values placed at the selected taps: max_pool2d_backward
+// (values meeting at a tap add up) and max_unpool2d_argmax (the last one
+// stays). Both are linear with the gather at the argmax as adjoint.
+template <Tensor (PoolArgs::*kPlace)(const Tensor&, const Tensor&, SymIntArrayRef) const>
+struct PlaceAtArgmax : torch::autograd::Function<PlaceAtArgmax<kPlace>> {
   static constexpr bool is_traceable = true;  // see the top of the file
   static Tensor forward(AutogradContext* ctx, const Tensor& pooled, const Tensor& argmax,
                         SymIntArrayRef input_hw, const PoolArgs& args) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     args.save(ctx);
     ctx->save_for_backward({argmax});
-    return args.route_to_input(pooled, argmax, input_hw);
+    return (args.*kPlace)(pooled, argmax, input_hw);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Tensor argmax = ctx->get_saved_variables()[0];
     return with_no_grads(PoolArgs::saved(ctx).gather_at_argmax(grads[0], argmax), 4);
+  }
+};
+using RouteToInput = PlaceAtArgmax<&PoolArgs::route_to_input>;
+using UnpoolByArgmax = PlaceAtArgmax<&PoolArgs::unpool_by_argmax>;
+
+// max_unpool2d: values placed at their int64 indices; saves the indices. Its
+// gradient is max_unpool2d_backward (the output gradient at each index).
+struct UnpoolByIndices : torch::autograd::Function<UnpoolByIndices> {
+  static constexpr bool is_traceable = true;  // see the top of the file
+  static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& indices,
+                        SymIntArrayRef output_hw) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    ctx->save_for_backward({indices});
+    return unpool(input, indices, output_hw);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    static const auto op =
+        find_op<Tensor(const Tensor&, const Tensor&)>("poolx::max_unpool2d_backward");
+    return with_no_grads(op.call(grads[0], ctx->get_saved_variables()[0]), 3);
+  }
+
+  static Tensor unpool(const Tensor& input, const Tensor& indices, SymIntArrayRef output_hw) {
+    static const auto op = find_op<Tensor(const Tensor&, const Tensor&, SymIntArrayRef)>(
+        "poolx::max_unpool2d");
+    return op.call(input, indices, output_hw);
   }
 };
 
@@ -225,6 +262,45 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& argmax,
   return RouteToInput::apply(grad_output, argmax, input_hw, args);
 }
 
+Tensor max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, SymIntArrayRef input_hw,
+                           IntArrayRef kernel, IntArrayRef stride, IntArrayRef padding,
+                           IntArrayRef dilation, bool ceil_mode) {
+  const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode);
+  if (!tracked(values)) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return args.unpool_by_argmax(values, argmax, input_hw);
+  }
+  return UnpoolByArgmax::apply(values, argmax, input_hw, args);
+}
+
+Tensor max_unpool2d(const Tensor& input, const Tensor& indices, SymIntArrayRef output_hw) {
+  if (!tracked(input)) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return UnpoolByIndices::unpool(input, indices, output_hw);
+  }
+  return UnpoolByIndices::apply(input, indices, output_hw);
+}
+
+// The gradient of max_unpool2d with respect to its input: grad_output at each
+// index (also for a value a later one overwrote), as torch defines it. Made of
+// ATen ops, so autograd, vmap and torch.compile see through it.
+Tensor max_unpool2d_backward(const Tensor& grad_output, const Tensor& indices) {
+  const auto is_channels_last = [](const Tensor& t) {
+    return t.dim() == 4 && !t.is_contiguous() &&
+           t.is_contiguous(at::MemoryFormat::ChannelsLast);
+  };
+  if (is_channels_last(indices) && is_channels_last(grad_output)) {
+    // gather along (H*W) of N(HW)C views: torch's gather then walks the
+    // channels contiguously, instead of a strided plane
+    const auto s = indices.sym_sizes();
+    const Tensor picked = grad_output.permute({0, 2, 3, 1}).flatten(1, 2).gather(
+        1, indices.permute({0, 2, 3, 1}).flatten(1, 2));
+    return picked.view_symint({s[0], s[2], s[3], s[1]}).permute({0, 3, 1, 2});
+  }
+  // the flattened planes, as torch's max_pool_double_backward
+  return grad_output.flatten(-2).gather(-1, indices.flatten(-2)).view_symint(indices.sym_sizes());
+}
+
 Tensor gather_by_argmax(const Tensor& src, const Tensor& argmax, IntArrayRef kernel,
                         IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
                         bool ceil_mode) {
@@ -244,4 +320,10 @@ TORCH_LIBRARY_IMPL(poolx, Autograd, m) {
   m.impl("max_pool2d_values", &poolx::max_pool2d_values);
   m.impl("max_pool2d_backward", &poolx::max_pool2d_backward);
   m.impl("gather_by_argmax", &poolx::gather_by_argmax);
+  m.impl("max_unpool2d_argmax", &poolx::max_unpool2d_argmax);
+  m.impl("max_unpool2d", &poolx::max_unpool2d);
+}
+
+TORCH_LIBRARY_IMPL(poolx, CompositeImplicitAutograd, m) {
+  m.impl("max_unpool2d_backward", &poolx::max_unpool2d_backward);
 }

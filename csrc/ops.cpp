@@ -235,6 +235,7 @@ TORCH_LIBRARY(poolx, m) {
   m.def("max_unpool2d_argmax(Tensor values, Tensor argmax, SymInt[2] input_size, " POOL_ARGS
         ") -> Tensor");
   m.def("max_unpool2d(Tensor input, Tensor indices, SymInt[2] output_size) -> Tensor");
+  m.def("max_unpool2d_backward(Tensor grad_output, Tensor indices) -> Tensor");
   // Streaming stores from this many bytes moved (csrc/cpu/fast_paths.h); for tests.
   m.def("set_cpu_stream_min_bytes(int bytes) -> int", &poolx::set_stream_min_bytes);
 }

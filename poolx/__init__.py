@@ -2,7 +2,7 @@
 in one pass and moves the fewest bytes a correct kernel can."""
 
 # fake kernels, unpool autograd, vmap rules
-from poolx import _registrations, _unpool_autograd, _vmap  # noqa: F401
+from poolx import _registrations, _vmap  # noqa: F401
 from poolx._convert import convert
 from poolx.functional import (
     argmax_to_indices,

@@ -160,10 +160,6 @@ class GatherAtArgmax(torch.autograd.Function):
         return gather_at_argmax(src_tangent, argmax, *ctx.pool_args)
 
 
-def _is_channels_last(t):
-    return not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
-
-
 class UnpoolByIndices(torch.autograd.Function):
     """max_unpool2d: values placed at their int64 indices. Its gradient is the
     output gradient at each value's index (also for a value that a later one
@@ -184,16 +180,7 @@ class UnpoolByIndices(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         (indices,) = ctx.saved_tensors
-        if indices.dim() == 4 and _is_channels_last(indices) and _is_channels_last(grad):
-            # gather along (H*W) of N(HW)C views: torch's gather walks the
-            # channels contiguously there, instead of a strided plane
-            n, c, h, w = indices.shape
-            picked = grad.permute(0, 2, 3, 1).flatten(1, 2).gather(
-                1, indices.permute(0, 2, 3, 1).flatten(1, 2))
-            return picked.view(n, h, w, c).permute(0, 3, 1, 2), None, None
-        # torch.gather on the flattened planes (torch's max_pool_double_backward)
-        picked = grad.flatten(-2).gather(-1, indices.flatten(-2))
-        return picked.reshape(indices.shape), None, None
+        return ops.max_unpool2d_backward(grad, indices), None, None
 
     @staticmethod
     def jvp(ctx, input_tangent, *_):

@@ -91,5 +91,4 @@ def _max_unpool2d_fake(input, indices, output_size):
         )
     return _empty_like_layout(input, (*input.shape[:-2], *output_size))
 
-# Their autograd is registered in C++ (csrc/autograd.cpp), the unpools' in
-# _unpool_autograd.py.
+# Their autograd is registered in C++ (csrc/autograd.cpp).

@@ -35,6 +35,7 @@ def op_calls(x, pool):
         (ops.argmax_to_mask, (argmax, hw, *args)),
         (ops.max_unpool2d_argmax, (values, argmax, hw, *args)),
         (ops.max_unpool2d, (values, indices, hw)),
+        (ops.max_unpool2d_backward, (src, indices)),
     ]
 
 
