@@ -156,15 +156,16 @@ struct MaxPool2dValues : torch::autograd::Function<MaxPool2dValues> {
 // Pooled-shape values placed at the selected taps: max_pool2d_backward
 // (values meeting at a tap add up) and max_unpool2d_argmax (the last one
 // stays). Both are linear with the gather at the argmax as adjoint.
-template <Tensor (PoolArgs::*kPlace)(const Tensor&, const Tensor&, SymIntArrayRef) const>
-struct PlaceAtArgmax : torch::autograd::Function<PlaceAtArgmax<kPlace>> {
+// Self::place(args, pooled, argmax, input_hw) is the op.
+template <class Self>
+struct PlaceAtArgmax : torch::autograd::Function<Self> {
   static constexpr bool is_traceable = true;  // see the top of the file
   static Tensor forward(AutogradContext* ctx, const Tensor& pooled, const Tensor& argmax,
                         SymIntArrayRef input_hw, const PoolArgs& args) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     args.save(ctx);
     ctx->save_for_backward({argmax});
-    return (args.*kPlace)(pooled, argmax, input_hw);
+    return Self::place(args, pooled, argmax, input_hw);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -172,8 +173,19 @@ struct PlaceAtArgmax : torch::autograd::Function<PlaceAtArgmax<kPlace>> {
     return with_no_grads(PoolArgs::saved(ctx).gather_at_argmax(grads[0], argmax), 4);
   }
 };
-using RouteToInput = PlaceAtArgmax<&PoolArgs::route_to_input>;
-using UnpoolByArgmax = PlaceAtArgmax<&PoolArgs::unpool_by_argmax>;
+struct RouteToInput : PlaceAtArgmax<RouteToInput> {
+  static Tensor place(const PoolArgs& args, const Tensor& pooled, const Tensor& argmax,
+                      SymIntArrayRef input_hw) {
+    return args.route_to_input(pooled, argmax, input_hw);
+  }
+};
+
+struct UnpoolByArgmax : PlaceAtArgmax<UnpoolByArgmax> {
+  static Tensor place(const PoolArgs& args, const Tensor& pooled, const Tensor& argmax,
+                      SymIntArrayRef input_hw) {
+    return args.unpool_by_argmax(pooled, argmax, input_hw);
+  }
+};
 
 // max_unpool2d: values placed at their int64 indices; saves the indices. Its
 // gradient is max_unpool2d_backward (the output gradient at each index).

@@ -95,6 +95,8 @@ def graph_ops(out):
 FUNCTION_NODES = {
     "torch::autograd::CppNode<poolx::MaxPool2dArgmax>": "max_pool2d_argmax",
     "torch::autograd::CppNode<poolx::MaxPool2dValues>": "max_pool2d_values",
+    "torch::autograd::CppNode<poolx::UnpoolByIndices>": "max_unpool2d",
+    "torch::autograd::CppNode<poolx::UnpoolByArgmax>": "max_unpool2d_argmax",
 }
 
 

@@ -93,6 +93,19 @@ def test_python_functions_only_under_forward_ad_and_torch_func(function_calls):
     assert_identical(grad, grad_ref, "reverse mode through the C++ autograd")
     assert function_calls == []
 
+    values, indices = poolx.max_pool2d(x, 2, return_indices=True)
+    _, argmax = poolx.max_pool2d_with_argmax(x.detach(), 2)
+    out = poolx.max_unpool2d(values, indices, 2, output_size=x.shape[-2:])
+    assert out.grad_fn.name() == "torch::autograd::CppNode<poolx::UnpoolByIndices>"
+    by_argmax = poolx.max_unpool2d_argmax(values, argmax, x.shape, 2)
+    assert by_argmax.grad_fn.name() == "torch::autograd::CppNode<poolx::UnpoolByArgmax>"
+    (grad,) = torch.autograd.grad((out + by_argmax).sum(), x)
+    values_ref, indices_ref = torch.nn.functional.max_pool2d(x_ref, 2, return_indices=True)
+    out_ref = torch.nn.functional.max_unpool2d(values_ref, indices_ref, 2)
+    (grad_ref,) = torch.autograd.grad((2 * out_ref).sum(), x_ref)
+    assert_identical(grad, grad_ref, "unpool's reverse mode through the C++ autograd")
+    assert function_calls == []
+
     with torch.autograd.forward_ad.dual_level():
         dual = torch.autograd.forward_ad.make_dual(x.detach(), torch.ones_like(x))
         tangent = torch.autograd.forward_ad.unpack_dual(poolx.max_pool2d(dual, 2)).tangent
