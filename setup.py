@@ -55,6 +55,14 @@ ISA_DEPENDS = ["csrc/cpu/fast_paths.h"] + sorted(glob.glob(os.path.join("csrc", 
 class BuildExtensionWithIsaKernels(BuildExtension.with_options(use_ninja=True)):
     """Compiles each ISA's fast paths with its own flags, then the extension."""
 
+    def finalize_options(self):
+        super().finalize_options()
+        # One object folder per Python and torch for every build of this
+        # checkout (pip's editable and wheel builds use a fresh temporary one),
+        # so ninja recompiles only what changed since the last build.
+        tag = f"{sys.implementation.cache_tag}-torch{torch.__version__}"
+        self.build_temp = os.path.join(ROOT, "build", f"temp-{tag}")
+
     def build_extension(self, ext):
         args = ext.extra_compile_args
         cxx = list(args["cxx"] if isinstance(args, dict) else args)
@@ -73,6 +81,16 @@ class BuildExtensionWithIsaKernels(BuildExtension.with_options(use_ninja=True)):
 
 def sources(pattern):
     return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
+
+
+def write_build_config(with_cuda, why, mode):
+    """poolx/_build_config.py: what this build compiled, for poolx.show_config()."""
+    archs = os.environ.get("TORCH_CUDA_ARCH_LIST", "torch's default") if with_cuda else ""
+    with open(os.path.join(ROOT, "poolx", "_build_config.py"), "w") as f:
+        f.write('"""Written by setup.py at build time."""\n\n')
+        f.write(f"CUDA_KERNELS = {with_cuda!r}\nCUDA_REASON = {why!r}\n")
+        f.write(f"CUDA_ARCHS = {archs!r}\nCUDA_EMULATION = False\nBUILD_MODE = {mode!r}\n")
+        f.write(f"BUILT_WITH_TORCH = {torch.__version__!r}\n")
 
 
 def extension():
@@ -103,6 +121,7 @@ def extension():
         srcs = common + ["csrc/cuda/no_cuda.cpp"]
         ext = CppExtension(sources=srcs, extra_compile_args={"cxx": cxx}, **kwargs)
     mode = "debug" if debug else "release"
+    write_build_config(with_cuda, why, mode)
     print(f"poolx: building CPU kernels{' + CUDA kernels' if with_cuda else ''} ({mode}); "
           f"CUDA: {'yes' if with_cuda else 'no'} ({why})")
     for s in ext.sources:

@@ -238,6 +238,8 @@ TORCH_LIBRARY(poolx, m) {
   m.def("max_unpool2d_backward(Tensor grad_output, Tensor indices) -> Tensor");
   // Streaming stores from this many bytes moved (csrc/cpu/fast_paths.h); for tests.
   m.def("set_cpu_stream_min_bytes(int bytes) -> int", &poolx::set_stream_min_bytes);
+  // The instruction set of the CPU fast paths in use; for show_config().
+  m.def("cpu_isa() -> str", []() -> std::string { return poolx::cpu_fast_paths().isa; });
 }
 
 TORCH_LIBRARY_IMPL(poolx, CPU, m) { poolx::register_backend<poolx::cpu_kernels>(m); }

@@ -1,8 +1,9 @@
 """poolx: max pooling for PyTorch that computes the value and a 1-byte argmax
 in one pass and moves the fewest bytes a correct kernel can."""
 
-# fake kernels, unpool autograd, vmap rules
+# fake kernels, vmap rules
 from poolx import _registrations, _vmap  # noqa: F401
+from poolx._config import show_config
 from poolx._convert import convert
 from poolx.functional import (
     argmax_to_indices,
@@ -30,4 +31,5 @@ __all__ = [
     "max_unpool2d",
     "max_unpool2d_argmax",
     "patch",
+    "show_config",
 ]

@@ -1,12 +1,20 @@
-"""nn.Modules: drop-in replacements with the constructors of torch's."""
+"""nn.Modules: drop-in replacements with the constructors of torch's. Their
+repr names poolx (poolx.MaxPool2d(kernel_size=2, ...)) so that a converted
+model shows what it runs; everything else (attributes, state_dict keys,
+pickling) is torch's."""
 
 from torch import nn
 
 from poolx import functional
 
 
-class MaxPool2d(nn.MaxPool2d):
-    """nn.MaxPool2d computed by poolx; same constructor, attributes and repr.
+class _NamedPoolx:
+    def _get_name(self):
+        return f"poolx.{type(self).__name__}"
+
+
+class MaxPool2d(_NamedPoolx, nn.MaxPool2d):
+    """nn.MaxPool2d computed by poolx; same constructor and attributes.
 
     The keyword-only `save` ("argmax" or "recompute") chooses what backward
     keeps; see poolx.max_pool2d.
@@ -47,9 +55,9 @@ class MaxPool2d(nn.MaxPool2d):
         )
 
 
-class MaxUnpool2d(nn.MaxUnpool2d):
-    """nn.MaxUnpool2d computed by poolx (deterministic); same constructor,
-    attributes and repr."""
+class MaxUnpool2d(_NamedPoolx, nn.MaxUnpool2d):
+    """nn.MaxUnpool2d computed by poolx (deterministic); same constructor and
+    attributes."""
 
     def forward(self, input, indices, output_size=None):
         return functional.max_unpool2d(

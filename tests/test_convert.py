@@ -42,7 +42,10 @@ def test_convert_keeps_outputs_and_gradients(device):
     assert type(converted.pool) is poolx.MaxPool2d and type(converted.unpool) is poolx.MaxUnpool2d
     assert type(converted.tail[1]) is poolx.MaxPool2d
     assert converted.head[0] is converted.tail[1], "a shared module stays shared"
-    assert repr(converted) == repr(model)
+    # torch's repr but for the names of the swapped modules
+    assert repr(converted) == repr(model).replace("MaxPool2d(", "poolx.MaxPool2d(").replace(
+        "MaxUnpool2d(", "poolx.MaxUnpool2d(")
+    assert converted.state_dict().keys() == model.state_dict().keys()
     x = torch.randn(3, 2, 11, 10, device=device)
     for ours, theirs in zip(outputs_and_grads(converted, x), outputs_and_grads(model, x)):
         torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
