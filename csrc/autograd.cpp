@@ -57,21 +57,25 @@ struct PoolArgs {
     return op.call(input, kernel, stride, padding, dilation, ceil_mode);
   }
 
-  // pooled-shape values routed to the selected taps of an input of size input_hw
+  // pooled-shape values routed to the selected taps of an input of size
+  // input_hw, meeting values added up
   Tensor route_to_input(const Tensor& pooled, const Tensor& argmax,
                         SymIntArrayRef input_hw) const {
-    static const auto op =
-        find_op<Tensor(const Tensor&, const Tensor&, SymIntArrayRef, IntArrayRef, IntArrayRef,
-                       IntArrayRef, IntArrayRef, bool)>("poolx::max_pool2d_backward");
-    return op.call(pooled, argmax, input_hw, kernel, stride, padding, dilation, ceil_mode);
+    static const auto op = find_op<PlaceSignature>("poolx::max_pool2d_backward");
+    return place(op, pooled, argmax, input_hw);
   }
 
-  // pooled-shape values placed at the selected taps, the last one staying
+  // the same with the last of meeting values staying
   Tensor unpool_by_argmax(const Tensor& pooled, const Tensor& argmax,
                           SymIntArrayRef input_hw) const {
-    static const auto op =
-        find_op<Tensor(const Tensor&, const Tensor&, SymIntArrayRef, IntArrayRef, IntArrayRef,
-                       IntArrayRef, IntArrayRef, bool)>("poolx::max_unpool2d_argmax");
+    static const auto op = find_op<PlaceSignature>("poolx::max_unpool2d_argmax");
+    return place(op, pooled, argmax, input_hw);
+  }
+
+  using PlaceSignature = Tensor(const Tensor&, const Tensor&, SymIntArrayRef, IntArrayRef,
+                                IntArrayRef, IntArrayRef, IntArrayRef, bool);
+  Tensor place(const c10::TypedOperatorHandle<PlaceSignature>& op, const Tensor& pooled,
+               const Tensor& argmax, SymIntArrayRef input_hw) const {
     return op.call(pooled, argmax, input_hw, kernel, stride, padding, dilation, ceil_mode);
   }
 

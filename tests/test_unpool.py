@@ -207,7 +207,7 @@ def test_output_size_errors_are_torchs(output_size):
 def test_module_is_torchs():
     ours, theirs = poolx.MaxUnpool2d((3, 2), 1, (1, 0)), nn.MaxUnpool2d((3, 2), 1, (1, 0))
     assert isinstance(ours, nn.MaxUnpool2d)
-    assert repr(ours) == repr(theirs)
+    assert repr(ours) == "poolx." + repr(theirs)  # torch's arguments, poolx's name
     assert (ours.kernel_size, ours.stride, ours.padding) == ((3, 2), (1, 1), (1, 0))
 
 
