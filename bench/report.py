@@ -42,33 +42,45 @@ def write_json(results, path):
 
 
 def plot(results, path):
+    """One panel per mode: the speedup of poolx over each measured peer, a bar
+    per (shape, layout, dtype) on a linear axis with 1x marked, values written
+    on the bars; the title names the machine, threads and allocator."""
     cases = results["cases"]
-    labels = [f"{r['shape']} {r['layout'][:2]} {r['dtype'][:4]} {r['mode']}" for r in cases]
-    xs = range(len(cases))
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(8, 0.22 * len(cases) + 2), 9),
-                                      sharex=True)
-    width = 0.4
-    for i, peer in enumerate(["eager", "compile"]):
-        ys = [r["speedup"].get(peer) or 0 for r in cases]
-        top.bar([x + (i - 0.5) * width for x in xs], ys, width, label=f"poolx vs {peer}")
-    top.axhline(1, color="k", lw=0.8)
-    top.set_yscale("log")
-    top.set_ylabel("speedup (x)")
-    top.legend()
-    top.set_title(f"poolx on {results['machine']['cpu_model']} "
-                  f"({results['machine']['threads']} threads, {results['machine']['device']}, "
-                  f"allocator: {results.get('allocator', 'system')})")
-    floors = [("fraction_of_copy", f"warm copy_ ({results['copy_gbps']:.1f} GB/s)")]
-    if "clone_gbps" in results:
-        floors.append(("fraction_of_clone", f"allocating clone ({results['clone_gbps']:.1f} GB/s)"))
-    for i, (field, label) in enumerate(floors):
-        ys = [100 * (r.get(field, {}).get("poolx") or 0) for r in cases]
-        bottom.bar([x + (i - 0.5) * width for x in xs], ys, width, label=f"% of {label}")
-    bottom.axhline(100, color="k", lw=0.8)
-    bottom.set_ylabel("poolx, % of copy bandwidth")
-    bottom.legend()
-    bottom.set_xticks(list(xs))
-    bottom.set_xticklabels(labels, rotation=90, fontsize=6)
-    fig.tight_layout()
+    modes = list(dict.fromkeys(r["mode"] for r in cases))
+    peers = [p for p in ("eager", "compile", "avg_pool2d")
+             if any(r["speedup"].get(p) is not None for r in cases)]
+    rows = list(dict.fromkeys(f"{r['shape']} / {r['layout']} / {r['dtype']}" for r in cases))
+    by_key = {(f"{r['shape']} / {r['layout']} / {r['dtype']}", r["mode"]): r for r in cases}
+    cols = min(3, len(modes))
+    grid_rows = -(-len(modes) // cols)
+    height = max(2.5, 0.16 * len(rows) * max(1, len(peers)) + 1.2)
+    fig, axes = plt.subplots(grid_rows, cols, figsize=(6.5 * cols, height * grid_rows),
+                             squeeze=False)
+    bar = 0.8 / max(1, len(peers))
+    for ax, mode in zip(axes.flat, modes):
+        for i, peer in enumerate(peers):
+            ys = [i * bar + j for j in range(len(rows))]
+            values = [(by_key.get((row, mode)) or {}).get("speedup", {}).get(peer) for row in rows]
+            ax.barh(ys, [v or 0 for v in values], bar, label=f"vs torch {peer}",
+                    color=f"C{i}")
+            for y, v in zip(ys, values):
+                if v is not None:
+                    ax.text(v, y, f" {v:.2f}x", va="center", fontsize=6)
+        ax.axvline(1, color="k", lw=1)
+        ax.set_yticks([j + bar * (len(peers) - 1) / 2 for j in range(len(rows))])
+        ax.set_yticklabels(rows, fontsize=6)
+        ax.invert_yaxis()
+        ax.set_title(mode, fontsize=9)
+        ax.set_xlabel("speedup of poolx (x, 1x marked)", fontsize=7)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.margins(x=0.15)
+        ax.legend(fontsize=6, loc="lower right")
+    for ax in list(axes.flat)[len(modes):]:
+        ax.axis("off")
+    machine = results["machine"]
+    fig.suptitle(f"poolx on {machine['cpu_model']} ({machine['device']}), {machine['threads']} "
+                 f"threads, allocator: {results.get('allocator', 'system')}, torch "
+                 f"{machine.get('torch', '')}", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
     fig.savefig(path, dpi=110)
     plt.close(fig)
