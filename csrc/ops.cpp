@@ -4,9 +4,12 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <sstream>
+
 #include "cpu/fast_paths.h"
 #include "kernels.h"
 #include "pool_args.h"
+#include "tensor_layout.h"
 
 namespace poolx {
 namespace {
@@ -79,6 +82,25 @@ struct ArgmaxProblem {
   Tensor companion;  // 4-D, pooled shape (grad_output, values) or undefined
 };
 
+// Where a kernel found an argmax value that names no tap of its window inside
+// the input (a user's argmax may hold anything): the error, naming the op,
+// the position and the value.
+template <KernelsFn K>
+[[noreturn]] C10_NOINLINE void invalid_argmax(const Tensor& user_argmax, const Tensor& argmax4,
+                                              const Pool2dGeometry& g, const char* op) {
+  const int64_t bad = K().first_invalid_argmax(argmax4, g);
+  TORCH_INTERNAL_ASSERT(bad >= 0, op, ": a kernel rejected an argmax that holds no invalid value");
+  const Layout4d::Coord at = poolx::layout_of(argmax4).coord(bad);
+  std::ostringstream where;
+  where << "argmax[" << (user_argmax.dim() == 4 ? std::to_string(at.n) + ", " : "") << at.c
+        << ", " << at.h << ", " << at.w << "] = " << argmax4[at.n][at.c][at.h][at.w].item<int64_t>();
+  TORCH_CHECK_INDEX(false, op, ": ", where.str(), " names no tap of its ", g.kernel_h, "x",
+                    g.kernel_w, " window inside the ", g.in_h, "x", g.in_w, " input (stride ",
+                    g.stride_h, "x", g.stride_w, ", padding ", g.pad_h, "x", g.pad_w,
+                    ", dilation ", g.dilation_h, "x", g.dilation_w,
+                    "); an argmax must come from max_pool2d_with_argmax with the same arguments");
+}
+
 ArgmaxProblem argmax_problem(const Tensor& argmax, const Tensor& companion, IntArrayRef input_hw,
                              IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
                              IntArrayRef dilation, bool ceil_mode, const char* op) {
@@ -100,7 +122,9 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& argmax, IntA
   const ArgmaxProblem p = argmax_problem(argmax, grad_output, input_hw, kernel_size, stride,
                                          padding, dilation, ceil_mode, op);
   const Tensor grad_input = empty_unpooled(p.companion, p.g, layout_of(p.companion, p.format));
-  if (grad_input.numel() > 0) K().backward(p.companion, p.argmax, grad_input, p.g);
+  if (grad_input.numel() > 0 && !K().backward(p.companion, p.argmax, grad_input, p.g)) {
+    invalid_argmax<K>(argmax, p.argmax, p.g, op);
+  }
   return unbatch_like(grad_input, grad_output);
 }
 
@@ -113,7 +137,9 @@ Tensor max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, IntArrayR
   const ArgmaxProblem p = argmax_problem(argmax, values, input_hw, kernel_size, stride, padding,
                                          dilation, ceil_mode, op);
   const Tensor out = empty_unpooled(p.companion, p.g, layout_of(p.companion, p.format));
-  if (out.numel() > 0) K().max_unpool2d_argmax(p.companion, p.argmax, out, p.g);
+  if (out.numel() > 0 && !K().max_unpool2d_argmax(p.companion, p.argmax, out, p.g)) {
+    invalid_argmax<K>(argmax, p.argmax, p.g, op);
+  }
   return unbatch_like(out, values);
 }
 
@@ -133,7 +159,9 @@ Tensor gather_by_argmax(const Tensor& src, const Tensor& argmax, IntArrayRef ker
               argmax.device());
   const Tensor src4 = as_batched(src, p.format);
   const Tensor out = empty_pooled(src4, p.g, layout_of(src4, p.format));
-  if (out.numel() > 0) K().gather_by_argmax(src4, p.argmax, out, p.g);
+  if (out.numel() > 0 && !K().gather_by_argmax(src4, p.argmax, out, p.g)) {
+    invalid_argmax<K>(argmax, p.argmax, p.g, op);
+  }
   return unbatch_like(out, argmax);
 }
 
@@ -145,7 +173,9 @@ Tensor argmax_to_indices(const Tensor& argmax, IntArrayRef input_hw, IntArrayRef
                                          padding, dilation, ceil_mode, "argmax_to_indices");
   const Tensor indices =
       at::empty(p.argmax.sizes(), layout_of(p.argmax, p.format).dtype(at::kLong));
-  if (indices.numel() > 0) K().argmax_to_indices(p.argmax, indices, p.g);
+  if (indices.numel() > 0 && !K().argmax_to_indices(p.argmax, indices, p.g)) {
+    invalid_argmax<K>(argmax, p.argmax, p.g, "argmax_to_indices");
+  }
   return unbatch_like(indices, argmax);
 }
 
@@ -156,7 +186,9 @@ Tensor argmax_to_mask(const Tensor& argmax, IntArrayRef input_hw, IntArrayRef ke
   const ArgmaxProblem p = argmax_problem(argmax, Tensor(), input_hw, kernel_size, stride,
                                          padding, dilation, ceil_mode, "argmax_to_mask");
   const Tensor mask = empty_unpooled(p.argmax, p.g, layout_of(p.argmax, p.format).dtype(at::kBool));
-  if (mask.numel() > 0) K().argmax_to_mask(p.argmax, mask, p.g);
+  if (mask.numel() > 0 && !K().argmax_to_mask(p.argmax, mask, p.g)) {
+    invalid_argmax<K>(argmax, p.argmax, p.g, "argmax_to_mask");
+  }
   return unbatch_like(mask, argmax);
 }
 

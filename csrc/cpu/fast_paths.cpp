@@ -58,24 +58,28 @@ bool fast_forward(const at::Tensor& input, const at::Tensor& values, const at::T
 namespace {
 
 FastBackwardArgs routing_args(const at::Tensor& from, const at::Tensor& argmax,
-                              const at::Tensor& to, const Pool2dGeometry& g) {
-  return {from.scalar_type(),  layout_of(from),      layout_of(to),
-          from.const_data_ptr(), argmax.const_data_ptr<uint8_t>(), to.mutable_data_ptr(),
-          g};
+                              const at::Tensor& to, const Pool2dGeometry& g,
+                              std::atomic<bool>* argmax_invalid) {
+  return {from.scalar_type(),    layout_of(from),
+          layout_of(to),         from.const_data_ptr(),
+          argmax.const_data_ptr<uint8_t>(), to.mutable_data_ptr(),
+          g,                     argmax_invalid};
 }
 
 }  // namespace
 
 bool fast_backward(const at::Tensor& grad_output, const at::Tensor& argmax,
-                   const at::Tensor& grad_input, const Pool2dGeometry& g) {
+                   const at::Tensor& grad_input, const Pool2dGeometry& g,
+                   std::atomic<bool>* argmax_invalid) {
   return argmax.scalar_type() == at::kByte &&
-         cpu_fast_paths().backward(routing_args(grad_output, argmax, grad_input, g));
+         cpu_fast_paths().backward(routing_args(grad_output, argmax, grad_input, g,
+                                                argmax_invalid));
 }
 
 bool fast_unpool_argmax(const at::Tensor& values, const at::Tensor& argmax, const at::Tensor& out,
-                        const Pool2dGeometry& g) {
+                        const Pool2dGeometry& g, std::atomic<bool>* argmax_invalid) {
   return argmax.scalar_type() == at::kByte &&
-         cpu_fast_paths().unpool_argmax(routing_args(values, argmax, out, g));
+         cpu_fast_paths().unpool_argmax(routing_args(values, argmax, out, g, argmax_invalid));
 }
 
 namespace {

@@ -5,6 +5,8 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <atomic>
+
 #include "poolx/geometry.h"
 #include "poolx/layout.h"
 
@@ -26,6 +28,9 @@ struct FastBackwardArgs {
   const uint8_t* argmax;
   void* grad_input;
   Pool2dGeometry g;
+  // set where argmax holds a value that names no tap of its window inside the
+  // input (grad_input is then garbage, never written out of bounds)
+  std::atomic<bool>* argmax_invalid;
 };
 
 // Unpool in channels_last where the windows (kernel_h x kernel_w, stride =
@@ -74,13 +79,15 @@ class Tensor;
 namespace poolx {
 
 // The kernels' arguments (see csrc/kernels.h) through the fast paths; false
-// where they do not apply.
+// where they do not apply. The two that take an argmax check it and set
+// *argmax_invalid where a value names no tap of its window inside the input.
 bool fast_forward(const at::Tensor& input, const at::Tensor& values, const at::Tensor& argmax,
                   const Pool2dGeometry& g);
 bool fast_backward(const at::Tensor& grad_output, const at::Tensor& argmax,
-                   const at::Tensor& grad_input, const Pool2dGeometry& g);
+                   const at::Tensor& grad_input, const Pool2dGeometry& g,
+                   std::atomic<bool>* argmax_invalid);
 bool fast_unpool_argmax(const at::Tensor& values, const at::Tensor& argmax, const at::Tensor& out,
-                        const Pool2dGeometry& g);
+                        const Pool2dGeometry& g, std::atomic<bool>* argmax_invalid);
 // Unpool (values undefined: the mask) where windows tile the output and every
 // key lies in its window; false, the output partly written, elsewhere.
 bool fast_unpool_indices(const at::Tensor& values, const at::Tensor& indices,

@@ -4,13 +4,17 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "../tensor_layout.h"
+#include "argmax_check.h"
 #include "tap_table.h"
 
 namespace poolx {
 namespace {
+
+using isa_none::ArgmaxRule;
 
 using at::Tensor;
 
@@ -21,17 +25,13 @@ constexpr int64_t kMaxBlock = 256;  // pooled elements whose targets are found a
               " (output volumes are of size ", out_h, "x", out_w, ")");
 }
 
-[[noreturn]] C10_NOINLINE void invalid_argmax(int64_t value, int64_t taps, int64_t ph,
-                                              int64_t pw) {
-  TORCH_CHECK(false, "argmax: found the value ", value, " at pooled position (", ph, ", ", pw,
-              "), but a window has only ", taps, " taps (valid values: 0 to ", taps - 1, ")");
-}
-
 // Targets from torch's int64 flat indices, each checked against the plane.
 struct IndexTargets {
   static constexpr bool kRows = false;  // NCHW: a pixel at a time
   const int64_t* indices;
   int64_t out_h, out_w;
+
+  void start_row(int64_t, int64_t, int64_t) const {}  // checked per group below
 
   const int64_t* operator()(int64_t, int64_t, int64_t, int64_t offset, int64_t n,
                             int64_t*) const {
@@ -49,8 +49,12 @@ struct IndexTargets {
   }
 };
 
-// Targets from the compact argmax: the selected tap of each window, or -1
-// where that tap lies in the padding (a window with no tap inside the input).
+// Targets from the compact argmax: the selected tap of each window, or -1 for
+// a window with no tap inside the input. A value that names no tap of its
+// window inside the input (argmax_check.h) sets *invalid, and its run targets
+// nothing, as the tap table trusts the values it looks up: channels_last
+// checks each row of windows as it starts (its runs are a pixel's channels,
+// often few), NCHW each run as its targets are found.
 // Element j belongs to window (ph, pw + j * pw_step). A window inside the
 // input adds its tap's offset in the plane to its first tap's pixel; only
 // windows at the border check rows and columns.
@@ -60,10 +64,26 @@ struct ArgmaxTargets {
   const argmax_t* argmax;
   Pool2dGeometry g;
   const TapTable* taps;  // null: an int32 argmax, decoded by division
+  const ArgmaxRule* rule;
+  std::atomic<bool>* invalid;
+  mutable bool row_checked = false, row_valid = true;
+
+  // window row ph, its values from `offset`, `channels` a window
+  void start_row(int64_t ph, int64_t offset, int64_t channels) const {
+    row_checked = channels > 1;
+    row_valid = !row_checked || rule->row_valid(argmax + offset, channels, ph);
+  }
+
+  const int64_t* targets_nothing(int64_t n, int64_t* scratch) const {
+    invalid->store(true, std::memory_order_relaxed);
+    std::fill_n(scratch, n, int64_t{-1});
+    return scratch;
+  }
 
   const int64_t* operator()(int64_t ph, int64_t pw, int64_t pw_step, int64_t offset, int64_t n,
                             int64_t* scratch) const {
     const argmax_t* a = argmax + offset;
+    if (!row_valid) return targets_nothing(n, scratch);
     const int64_t h0 = ph * g.stride_h - g.pad_h;
     // the elements whose windows lie inside the input: [begin, end)
     int64_t begin = 0, end = 0;
@@ -81,18 +101,22 @@ struct ArgmaxTargets {
     }
     const int64_t row = h0 * g.in_w - g.pad_w;
     const int64_t last_tap = g.kernel_h * g.kernel_w - 1;
-    int64_t bad = 0;  // negative: a value past the window's taps
+    int64_t past = 0;  // negative: a value past the taps of these whole windows
     for (int64_t j = begin; j < end; ++j) {
       const uint8_t v = static_cast<uint8_t>(a[j]);
       scratch[j] = row + (pw + j * pw_step) * g.stride_w + taps->offset[v];
-      bad |= last_tap - v;
+      past |= last_tap - v;
     }
-    if (C10_UNLIKELY(bad < 0)) {
-      for (int64_t j = begin; j < end; ++j) check_tap(a[j], ph, pw + j * pw_step);
+    // elements [j0, j1) outside [begin, end): windows not wholly inside
+    const auto border_valid = [&](int64_t j0, int64_t j1) {
+      return j0 >= j1 || (pw_step == 0 ? rule->windows_valid(a + j0, ph, pw, pw + 1, j1 - j0)
+                                       : rule->windows_valid(a + j0, ph, pw + j0, pw + j1, 1));
+    };
+    if (!row_checked && (past < 0 || !border_valid(0, begin) || !border_valid(end, n))) {
+      return targets_nothing(n, scratch);
     }
     const auto border = [&](int64_t j) {
       const int64_t v = static_cast<int64_t>(a[j]);
-      check_tap(v, ph, pw + j * pw_step);
       const int64_t h = h0 + v / g.kernel_w * g.dilation_h;
       const int64_t w = (pw + j * pw_step) * g.stride_w - g.pad_w + v % g.kernel_w * g.dilation_w;
       scratch[j] = h >= 0 && h < g.in_h && w >= 0 && w < g.in_w ? h * g.in_w + w : -1;
@@ -100,11 +124,6 @@ struct ArgmaxTargets {
     for (int64_t j = 0; j < begin; ++j) border(j);
     for (int64_t j = end; j < n; ++j) border(j);
     return scratch;
-  }
-
-  void check_tap(int64_t v, int64_t ph, int64_t pw) const {
-    const int64_t count = g.kernel_h * g.kernel_w;
-    if (C10_UNLIKELY(v < 0 || v >= count)) invalid_argmax(v, count, ph, pw);
   }
 };
 
@@ -145,6 +164,7 @@ void scatter_task(const bits_t* values, bits_t fill, const Targets& targets_of, 
       kChannelsLast ? channels : (Targets::kRows ? std::min(pooled_w, kMaxBlock) : 1);
   int64_t scratch[kMaxBlock];
   for (int64_t ph = 0; ph < pooled_h; ++ph) {
+    targets_of.start_row(ph, ph * pooled_w * channels, channels);
     for (int64_t pw = 0; pw < pooled_w; pw += kChannelsLast ? 1 : group) {
       // channels_last: a pixel's channels, kMaxBlock at a time
       for (int64_t c0 = 0; c0 < channels; c0 += kMaxBlock) {
@@ -222,9 +242,11 @@ void max_unpool2d_indices_cpu(const Tensor& values, const Tensor& indices, const
   });
 }
 
-void scatter_by_argmax_cpu(const Tensor& values, const Tensor& argmax, const Tensor& out,
+bool scatter_by_argmax_cpu(const Tensor& values, const Tensor& argmax, const Tensor& out,
                            const Pool2dGeometry& g) {
   const TapTable taps(g);
+  const ArgmaxRule rule(g);
+  std::atomic<bool> invalid{false};
   const bool by_table = argmax.scalar_type() == at::kByte;
   const int64_t bytes = values.defined() ? values.element_size() : 1;
   dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
@@ -235,10 +257,12 @@ void scatter_by_argmax_cpu(const Tensor& values, const Tensor& argmax, const Ten
       // a mask stores true: the bits of a bool
       scatter_planes<bits_t>(layout_of(argmax), layout_of(out), values, bits_t(1), out,
                              [&](int64_t first) {
-        return ArgmaxTargets<argmax_t>{am + first, g, by_table ? &taps : nullptr};
+        return ArgmaxTargets<argmax_t>{am + first, g, by_table ? &taps : nullptr, &rule,
+                                       &invalid};
       });
     });
   });
+  return !invalid;
 }
 
 }  // namespace poolx

@@ -16,9 +16,10 @@ void max_unpool2d_indices_cpu(const at::Tensor& values, const at::Tensor& indice
                               const at::Tensor& out);
 
 // values (undefined: the value true, for a bool mask) placed at each window's
-// selected tap; a window with no tap inside the input places nothing, and an
-// argmax that names no tap of its window raises an error.
-void scatter_by_argmax_cpu(const at::Tensor& values, const at::Tensor& argmax,
+// selected tap; a window with no tap inside the input places nothing. False
+// (the output garbage, never written out of bounds) where a value names no
+// tap of its window inside the input.
+bool scatter_by_argmax_cpu(const at::Tensor& values, const at::Tensor& argmax,
                            const at::Tensor& out, const Pool2dGeometry& g);
 
 }  // namespace poolx

@@ -1,6 +1,8 @@
 // CUDA kernels of the ops built on the argmax (indices, mask, double
 // backward, unpool): one thread per element, each calling the shared element
 // function that the CPU kernels call.
+#include <c10/macros/Macros.h>
+
 #include "cuda_common.cuh"
 #include "launchers.h"
 #include "poolx/element_ops.h"
@@ -44,7 +46,24 @@ struct UnpoolGatherElem {
   }
 };
 
+template <typename argmax_t>
+struct CheckArgmaxElem {
+  const argmax_t* argmax;
+  Pool2dGeometry g;
+
+  __device__ void operator()(int64_t, int64_t, int64_t oh, int64_t ow, int64_t o) const {
+    CUDA_KERNEL_ASSERT(argmax_is_valid(static_cast<int64_t>(argmax[o]), g, oh, ow) &&
+                       "poolx: an argmax value names no tap of its window inside the input");
+  }
+};
+
 }  // namespace
+
+template <typename argmax_t>
+cudaError_t check_argmax(const argmax_t* argmax, const Layout4d& argmax_l, const Pool2dGeometry& g,
+                         cudaStream_t stream) {
+  return launch_for_each_element(argmax_l, CheckArgmaxElem<argmax_t>{argmax, g}, stream);
+}
 
 template <typename argmax_t>
 cudaError_t argmax_to_indices(const argmax_t* argmax, int64_t* indices, const Layout4d& out_l,
@@ -82,6 +101,10 @@ cudaError_t max_unpool2d_indices(const scalar_t* values, const int64_t* indices,
       out_l, UnpoolGatherElem<scalar_t>{values, winner, out, values_l}, stream);
 }
 
+template cudaError_t check_argmax<uint8_t>(const uint8_t*, const Layout4d&, const Pool2dGeometry&,
+                                           cudaStream_t);
+template cudaError_t check_argmax<int32_t>(const int32_t*, const Layout4d&, const Pool2dGeometry&,
+                                           cudaStream_t);
 template cudaError_t argmax_to_indices<uint8_t>(const uint8_t*, int64_t*, const Layout4d&,
                                                 const Pool2dGeometry&, cudaStream_t);
 template cudaError_t argmax_to_indices<int32_t>(const int32_t*, int64_t*, const Layout4d&,

@@ -46,9 +46,20 @@ void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
   });
 }
 
-void backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& grad_input,
+// Launches the device-side assert on bad argmax values ahead of a kernel
+// that reads argmax.
+void check_argmax(const Tensor& argmax, const Pool2dGeometry& g, cudaStream_t stream) {
+  dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
+    using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
+    C10_CUDA_CHECK(
+        cuda_launch::check_argmax(argmax.const_data_ptr<argmax_t>(), layout_of(argmax), g, stream));
+  });
+}
+
+bool backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& grad_input,
               const Pool2dGeometry& g) {
   const OnDeviceOf on(grad_output);
+  check_argmax(argmax, g, on.stream);
   const Layout4d out_l = layout_of(grad_output), in_l = layout_of(grad_input);
   POOLX_DISPATCH_GRAD_TYPES(grad_output.scalar_type(), "poolx_max_pool2d_backward_cuda", [&] {
     dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
@@ -58,21 +69,25 @@ void backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& gra
           grad_input.mutable_data_ptr<scalar_t>(), out_l, in_l, g, on.stream));
     });
   });
+  return true;
 }
 
-void argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2dGeometry& g) {
+bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2dGeometry& g) {
   const OnDeviceOf on(argmax);
+  check_argmax(argmax, g, on.stream);
   dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
     using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
     C10_CUDA_CHECK(cuda_launch::argmax_to_indices(argmax.const_data_ptr<argmax_t>(),
                                                   indices.mutable_data_ptr<int64_t>(),
                                                   layout_of(argmax), g, on.stream));
   });
+  return true;
 }
 
-void gather_by_argmax(const Tensor& src, const Tensor& argmax, const Tensor& out,
+bool gather_by_argmax(const Tensor& src, const Tensor& argmax, const Tensor& out,
                       const Pool2dGeometry& g) {
   const OnDeviceOf on(src);
+  check_argmax(argmax, g, on.stream);
   POOLX_DISPATCH_GRAD_TYPES(src.scalar_type(), "poolx_gather_by_argmax_cuda", [&] {
     dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
       using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
@@ -81,21 +96,25 @@ void gather_by_argmax(const Tensor& src, const Tensor& argmax, const Tensor& out
           out.mutable_data_ptr<scalar_t>(), layout_of(src), layout_of(out), g, on.stream));
     });
   });
+  return true;
 }
 
-void argmax_to_mask(const Tensor& argmax, const Tensor& mask, const Pool2dGeometry& g) {
+bool argmax_to_mask(const Tensor& argmax, const Tensor& mask, const Pool2dGeometry& g) {
   const OnDeviceOf on(argmax);
+  check_argmax(argmax, g, on.stream);
   dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
     using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
     C10_CUDA_CHECK(cuda_launch::argmax_to_mask(argmax.const_data_ptr<argmax_t>(),
                                                mask.mutable_data_ptr<bool>(), layout_of(argmax),
                                                layout_of(mask), g, on.stream));
   });
+  return true;
 }
 
-void max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, const Tensor& out,
+bool max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, const Tensor& out,
                          const Pool2dGeometry& g) {
   const OnDeviceOf on(values);
+  check_argmax(argmax, g, on.stream);
   POOLX_DISPATCH_POOLED_TYPES(values.scalar_type(), "poolx_max_unpool2d_argmax_cuda", [&] {
     dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
       using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
@@ -104,7 +123,11 @@ void max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, const Tenso
           out.mutable_data_ptr<scalar_t>(), layout_of(values), layout_of(out), g, on.stream));
     });
   });
+  return true;
 }
+
+// Bad values assert on the device (see check_argmax), so none is left to find.
+int64_t first_invalid_argmax(const Tensor&, const Pool2dGeometry&) { return -1; }
 
 void max_unpool2d_indices(const Tensor& values, const Tensor& indices, const Tensor& out) {
   const OnDeviceOf on(values);
@@ -124,7 +147,7 @@ void max_unpool2d_indices(const Tensor& values, const Tensor& indices, const Ten
 const Pool2dKernels& cuda_kernels() {
   static const Pool2dKernels kernels{forward,          backward,       argmax_to_indices,
                                      gather_by_argmax, argmax_to_mask, max_unpool2d_argmax,
-                                     max_unpool2d_indices};
+                                     max_unpool2d_indices, first_invalid_argmax};
   return kernels;
 }
 

@@ -48,6 +48,12 @@ cudaError_t max_unpool2d_argmax(const scalar_t* values, const argmax_t* argmax, 
                                 const Layout4d& values_l, const Layout4d& out_l,
                                 const Pool2dGeometry& g, cudaStream_t stream);
 
+// Device-side assert (as torch's for bad unpool indices) on the first argmax
+// value that names no tap of its window inside the input.
+template <typename argmax_t>
+cudaError_t check_argmax(const argmax_t* argmax, const Layout4d& argmax_l, const Pool2dGeometry& g,
+                         cudaStream_t stream);
+
 // `scratch` holds out_l.numel() 64-bit words (contents irrelevant): per
 // output position, 1 + the largest in-plane input position targeting it.
 template <typename scalar_t>

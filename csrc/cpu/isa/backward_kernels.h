@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../argmax_check.h"
 #include "forward_kernels.h"
 #include "route_16bit.h"
 #include "stream_stores.h"
@@ -20,15 +21,19 @@ namespace POOLX_ISA_NAMESPACE {
 // output's gradient at its selected tap in output order, the order in which
 // torch's CPU kernel and the per-element gather sum, so results agree bit for
 // bit; 16-bit types sum in a per-thread float plane rounded to T after every
-// add, as torch adds into the element type.
+// add, as torch adds into the element type. Each row of argmax is checked
+// before it is used: a value past the taps reads tap 0 of the table (in
+// bounds for the interior windows that index with it) and flags the argmax.
 template <typename T>
 void backward_nchw_scatter(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const T* go = static_cast<const T*>(a.grad_output);
   T* gi = static_cast<T*>(a.grad_input);
+  const int64_t taps = g.kernel_h * g.kernel_w;
+  const ArgmaxRule rule(g);
   // tap -> (row, column) offset inside the window; no division per output
-  std::array<int32_t, 256> tap_h, tap_w, tap_offset;
-  for (int64_t t = 0; t < g.kernel_h * g.kernel_w; ++t) {
+  std::array<int32_t, 256> tap_h{}, tap_w{}, tap_offset{};
+  for (int64_t t = 0; t < taps; ++t) {
     tap_h[t] = static_cast<int32_t>((t / g.kernel_w) * g.dilation_h);
     tap_w[t] = static_cast<int32_t>((t % g.kernel_w) * g.dilation_w);
     tap_offset[t] = static_cast<int32_t>(tap_h[t] * g.in_w + tap_w[t]);
@@ -42,6 +47,7 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
   const int64_t planes = a.in_l.n * a.in_l.c;
   at::parallel_for(0, planes, grain_for(plane_size), [&](int64_t b, int64_t e) {
     std::vector<float> scratch(std::is_same_v<T, float> ? 0 : plane_size);
+    bool invalid = false;
     for (int64_t p = b; p < e; ++p) {
       float* sums = std::is_same_v<T, float> ? reinterpret_cast<float*>(gi + p * plane_size)
                                              : scratch.data();
@@ -52,6 +58,7 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
         sum = round_to<T>(add_keeping_first_nan(sum, static_cast<float>(go_row[ow])));
       };
       for (int64_t oh = 0; oh < g.out_h; ++oh, go_row += g.out_w, am_row += g.out_w) {
+        invalid |= !rule.row_valid(am_row, 1, oh);
         const int64_t h0 = oh * g.stride_h - g.pad_h;
         const auto add_checked = [&](int64_t ow_begin, int64_t ow_end) {
           for (int64_t ow = ow_begin; ow < ow_end; ++ow) {
@@ -77,6 +84,7 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
         }
       }
     }
+    if (invalid) a.argmax_invalid->store(true, std::memory_order_relaxed);
   });
 }
 
@@ -86,13 +94,14 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
 // vector, whose lanes past C the next tap or window overwrites.
 template <typename T, bool kCopy, bool kStream, bool kSpill>
 inline void route_channels(const T* grad, const uint8_t* argmax, T* window, int64_t C,
-                           int64_t kh, int64_t kernel_w) {
+                           int64_t kh, int64_t kernel_w, SeenArgmax& seen) {
   // with kSpill one vector and no channel loop, which kept the compiler from
   // unrolling the taps (30% slower)
   for (int64_t c0 = 0; c0 < (kSpill ? 1 : C); c0 += kLanes) {
     const int64_t n = kSpill ? C : std::min(kLanes, C - c0);
     const Vec g = load_float(grad + c0, n);
     const Vec am = load_argmax(argmax + c0, n);
+    seen.add(am);
     for (int64_t kw = 0; kw < kernel_w; ++kw) {
       store_lanes<kStream, true>(window + kw * C + c0,
                                  select_grad<kCopy>(g, am, kh * kernel_w + kw),
@@ -120,6 +129,7 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
               : spilling_windows(C, g.in_w, g.out_w, kernel_w,
                                  k16BitLanes ? spill_lanes_16bit(C) : kLanes);
   at::parallel_for(0, rows, grain_for(g.in_w * C), [=](int64_t b, int64_t e) {
+    SeenArgmax seen;
     for (int64_t r = b; r < e; ++r) {
       const int64_t n_img = r / g.in_h, ih = r % g.in_h;
       const int64_t oh = ih / g.kernel_h, kh = ih % g.kernel_h;
@@ -133,10 +143,10 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
           T* window = gi_row + ow * kernel_w * C;
           if constexpr (k16BitLanes) {
             route_channels_16bit<T, kStream, spill.value>(go + o, argmax + o, window, C, kh,
-                                                          kernel_w);
+                                                          kernel_w, seen);
           } else {
             route_channels<T, kCopy, kStream, spill.value>(go + o, argmax + o, window, C, kh,
-                                                           kernel_w);
+                                                           kernel_w, seen);
           }
         }
       };
@@ -146,6 +156,7 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
       }
       fill_zero<kStream>(gi_row + covered * C, (g.in_w - covered) * C);
     }
+    seen.report(g.kernel_h * g.kernel_w, a.argmax_invalid);
     if constexpr (kStream) stream_fence();
   });
 }
@@ -167,6 +178,11 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
 // to T after every add, as torch's CPU kernel adds into the element type.
 constexpr int64_t kSumChains = 4;
 
+//
+// Each output row's argmax is checked by the input row of its windows' first
+// in-bounds tap row, as that row starts to read it; rows of windows with no
+// row inside the input (dilation + padding) are read by none, so such a
+// geometry is checked in a pass first.
 template <typename T>
 void backward_channels_last(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
@@ -174,6 +190,13 @@ void backward_channels_last(const FastBackwardArgs& a) {
   const T* go = static_cast<const T*>(a.grad_output);
   T* gi = static_cast<T*>(a.grad_input);
   const int64_t rows = a.in_l.n * g.in_h;
+  const ArgmaxRule rule(g);
+  bool empty_rows = false;
+  for (int64_t oh = 0; oh < g.out_h; ++oh) empty_rows |= rule.row_empty(oh);
+  if (empty_rows && !argmax_valid(a.argmax, false, a.out_l, g)) {
+    a.argmax_invalid->store(true);
+    return;
+  }
   at::parallel_for(0, rows, grain_for(g.in_w * C), [&](int64_t b, int64_t e) {
     // kernel_h * kernel_w <= 256 with a uint8 argmax, so no list overflows
     std::array<int64_t, 256> row_offset, row_tap, offset, tap;
@@ -185,6 +208,10 @@ void backward_channels_last(const FastBackwardArgs& a) {
       for (int64_t oh = ohs.begin; oh < ohs.end; ++oh) {
         const int64_t kh = tap_of(ih, oh, g.stride_h, g.pad_h, g.dilation_h);
         if (kh < 0) continue;
+        if (kh == rule.first_row_tap(oh) &&
+            !rule.row_valid(a.argmax + (n_img * g.out_h + oh) * g.out_w * C, C, oh)) {
+          a.argmax_invalid->store(true, std::memory_order_relaxed);
+        }
         row_offset[n_rows] = (n_img * g.out_h + oh) * g.out_w * C;
         row_tap[n_rows++] = kh * g.kernel_w;
       }

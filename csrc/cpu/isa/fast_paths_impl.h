@@ -7,7 +7,6 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
-#include <atomic>
 
 #include "backward_kernels.h"
 #include "forward_kernels.h"
@@ -85,17 +84,6 @@ inline bool backward(const FastBackwardArgs& a) {
   });
 }
 
-// Whether every argmax value is below `taps`.
-inline bool argmax_names_taps(const uint8_t* argmax, int64_t n, int64_t taps) {
-  std::atomic<bool> ok{true};
-  at::parallel_for(0, n, int64_t{1} << 16, [&](int64_t begin, int64_t end) {
-    uint8_t top = 0;
-    for (int64_t i = begin; i < end; ++i) top = std::max(top, argmax[i]);
-    if (top >= taps) ok.store(false, std::memory_order_relaxed);
-  });
-  return ok.load();
-}
-
 // Unpool by argmax, tiled: each input lies in at most one window, so the
 // tiled backward's routing with the value copied is the whole unpool, for
 // types whose lanes carry the value's bits unchanged: float32, and 16-bit
@@ -118,12 +106,7 @@ inline bool unpool_argmax(const FastBackwardArgs& a) {
     backward_channels_last_tiled<float, /*kCopy=*/true>(a);
     return true;
   }
-  // The routing selects by compare, so a value past the window's taps would
-  // place nothing; the scatter raises on it. (float32 skips this pass: its
-  // documented exception.)
-  if (row_c == 0 || !argmax_names_taps(a.argmax, a.out_l.numel(), g.kernel_h * g.kernel_w)) {
-    return false;
-  }
+  if (row_c == 0) return false;
 #if defined(CPU_CAPABILITY_AVX512)  // 16-bit lanes (route_16bit.h)
   if (a.dtype == c10::ScalarType::BFloat16) return rows(static_cast<c10::BFloat16*>(nullptr));
   if (a.dtype == c10::ScalarType::Half) return rows(static_cast<c10::Half*>(nullptr));

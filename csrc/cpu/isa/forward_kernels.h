@@ -17,15 +17,6 @@ inline int64_t grain_for(int64_t elems_per_row) {
   return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, elems_per_row));
 }
 
-// Outputs [first, last) of an axis whose windows lie wholly inside the input.
-inline TapRange interior_outputs(int64_t in, int64_t out, int64_t kernel, int64_t stride,
-                                 int64_t pad, int64_t dilation) {
-  const int64_t span = in + pad - (kernel - 1) * dilation - 1;  // last window start + pad
-  const int64_t first = std::min(out, ceil_div_nonneg(pad, stride));
-  const int64_t last = span < 0 ? 0 : std::min(out, span / stride + 1);
-  return {first, std::max(first, last)};
-}
-
 template <typename T>
 inline void forward_elem_nchw(const T* plane, const Pool2dGeometry& g, int64_t oh, int64_t ow,
                               T* out, uint8_t* argmax) {

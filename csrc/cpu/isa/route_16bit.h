@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "seen_argmax.h"
 #include "stream_stores.h"
 #include "vec_io.h"
 
@@ -88,11 +89,12 @@ inline void store_16bit(T* p, __m512i v, int64_t n) {
 // compare selects both taps. kCopy (unpool): the bits as they are, not "0 + g".
 template <typename T, int kC, bool kCopy = false>
 inline __m512i routed_pixel_pairs_16bit(const T* grad, const uint8_t* argmax, int64_t n,
-                                        int64_t kh) {
+                                        int64_t kh, SeenArgmax& seen) {
   static_assert(kC == 1 || kC == 2);
   const __mmask16 in = lane_mask(std::min(n, kLanes));
   const __m256i g16 = _mm256_maskz_loadu_epi16(in, grad);
   const __m128i a8 = _mm_maskz_loadu_epi8(in, argmax);
+  seen.add(a8);
   __m512i g2, a2, taps;
   if constexpr (kC == 1) {  // 16-bit pixels in 32-bit pairs
     const __m512i g = _mm512_cvtepu16_epi32(g16), a = _mm512_cvtepu8_epi32(a8);
@@ -140,13 +142,14 @@ struct Bits16Lanes {
 // channels at a time; kSpill as for route_channels.
 template <typename T, bool kStream, bool kSpill>
 inline void route_channels_16bit(const T* grad, const uint8_t* argmax, T* window, int64_t C,
-                                 int64_t kh, int64_t kernel_w) {
+                                 int64_t kh, int64_t kernel_w, SeenArgmax& seen) {
   // with kSpill one vector and no channel loop, as in route_channels
   for (int64_t c0 = 0; c0 < (kSpill ? 1 : C); c0 += kLanes16) {
     const int64_t n = kSpill ? C : std::min(kLanes16, C - c0);
     const __mmask32 in = lane_mask16(n);
     const __m512i g = zero_plus_16bit<T>(_mm512_maskz_loadu_epi16(in, grad + c0));
     const __m512i a = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(in, argmax + c0));
+    seen.add(a);
     for (int64_t kw = 0; kw < kernel_w; ++kw) {
       const __m512i tap = _mm512_set1_epi16(static_cast<int16_t>(kh * kernel_w + kw));
       store_16bit<kStream>(window + kw * C + c0,

@@ -118,9 +118,10 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
 // 2 * n lanes of two float vectors; route_16bit.h has the 16-bit-lane twin.
 template <typename T, int kC, bool kCopy>
 inline std::pair<Vec, Vec> routed_pixel_pairs(const T* grad, const uint8_t* argmax, int64_t n,
-                                              int64_t kh) {
+                                              int64_t kh, SeenArgmax& seen) {
   const Vec g = load_float(grad, n);
   const Vec am = load_argmax(argmax, n);
+  seen.add(am);
   return interleave_pixels<kC>(select_grad<kCopy>(g, am, kh * 2),
                                select_grad<kCopy>(g, am, kh * 2 + 1));
 }
@@ -144,6 +145,7 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
   at::parallel_for(0, ceil_div_nonneg(rows, unit), grain, [=](int64_t b, int64_t e) {
     const int64_t first = b * unit, last = std::min(rows, e * unit);
     StreamAppender<Lanes> stream(gi + first * in_row);
+    SeenArgmax seen;
     int64_t plane = first / in_h, ih = first % in_h;
     int64_t oh = ih / kernel_h, kh = ih % kernel_h;
     for (int64_t r = first; r < last; ++r) {
@@ -162,8 +164,8 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
         // full vectors and the tail as separate calls: full ones unmasked
         const auto route = [&](int64_t i0, int64_t n) {
           if constexpr (k16Bit) {
-            const auto v = routed_pixel_pairs_16bit<T, kC, kCopy>(go + o_row + i0,
-                                                                  argmax + o_row + i0, n, kh);
+            const auto v = routed_pixel_pairs_16bit<T, kC, kCopy>(
+                go + o_row + i0, argmax + o_row + i0, n, kh, seen);
             if constexpr (kStream) {
               stream.append(v, 2 * n);
             } else {
@@ -171,7 +173,7 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
             }
           } else {
             const auto [lo, hi] =
-                routed_pixel_pairs<T, kC, kCopy>(go + o_row + i0, argmax + o_row + i0, n, kh);
+                routed_pixel_pairs<T, kC, kCopy>(go + o_row + i0, argmax + o_row + i0, n, kh, seen);
             const int64_t n_lo = std::min(2 * n, kLanes), n_hi = 2 * n - n_lo;
             if constexpr (kStream) {
               stream.append(lo, n_lo);
@@ -196,6 +198,7 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
         ++plane;
       }
     }
+    seen.report(kernel_h * 2, a.argmax_invalid);
     if constexpr (kStream) {
       stream.finish();
       stream_fence();

@@ -65,6 +65,20 @@ POOLX_HD InputPos decode_argmax(int64_t argmax, const Pool2dGeometry& g, int64_t
           ow * g.stride_w - g.pad_w + kw * g.dilation_w};
 }
 
+// Whether `argmax` names a tap of window (oh, ow) that lies inside the input:
+// the only values the forward writes, and the only ones the kernels may index
+// memory with. A window with no in-bounds tap (dilation + padding) accepts any
+// tap, as every path bounds-checks the taps of such windows.
+POOLX_HD bool argmax_is_valid(int64_t argmax, const Pool2dGeometry& g, int64_t oh, int64_t ow) {
+  if (argmax < 0 || argmax >= g.kernel_h * g.kernel_w) return false;
+  const TapRange rows = window_taps(oh * g.stride_h - g.pad_h, g.kernel_h, g.dilation_h, g.in_h);
+  const TapRange cols = window_taps(ow * g.stride_w - g.pad_w, g.kernel_w, g.dilation_w, g.in_w);
+  if (rows.begin >= rows.end || cols.begin >= cols.end) return true;
+  const int64_t kh = div_nonneg(argmax, g.kernel_w);
+  const int64_t kw = argmax - kh * g.kernel_w;
+  return kh >= rows.begin && kh < rows.end && kw >= cols.begin && kw < cols.end;
+}
+
 // torch's flat index h * in_w + w of the selected tap, clamped into the plane
 // so that an empty window never yields an out-of-range index.
 POOLX_HD int64_t argmax_to_index_elem(int64_t argmax, const Pool2dGeometry& g, int64_t oh,

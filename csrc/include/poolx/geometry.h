@@ -50,6 +50,17 @@ POOLX_HD int64_t tap_of(int64_t i, int64_t o, int64_t stride, int64_t pad, int64
   return tap * dilation == offset ? tap : -1;
 }
 
+// Outputs [first, last) of an axis whose windows lie wholly inside the input.
+inline TapRange interior_outputs(int64_t in, int64_t out, int64_t kernel, int64_t stride,
+                                 int64_t pad, int64_t dilation) {
+  const int64_t span = in + pad - (kernel - 1) * dilation - 1;  // last window start + pad
+  int64_t first = ceil_div_nonneg(pad, stride);
+  first = first < out ? first : out;
+  int64_t last = span < 0 ? 0 : span / stride + 1;
+  last = last < out ? last : out;
+  return {first, last > first ? last : first};
+}
+
 // torch's pooling_output_shape: floor or ceil division, and in ceil mode the
 // last window must start inside the input or the left padding.
 inline int64_t pool_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad,

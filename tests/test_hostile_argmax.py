@@ -1,0 +1,124 @@
+"""Every op that takes an argmax checks its values first: a value must name a
+tap of its window that lies inside the input (any tap for a window with none
+inside). Otherwise it raises IndexError naming the op, the position and the
+value, on every path: tiled and general, both layouts, every dtype, both argmax
+widths. A hostile value never reaches memory (tools/sanitize.sh runs these
+under ASan), and any valid argmax, not only the forward's, is accepted."""
+
+import random
+import re
+
+import pytest
+import torch
+
+import poolx
+from poolx import _geometry as geo
+
+from reference import decode_argmax, routed_grad
+
+# name: (shape, kernel_size, stride, padding, dilation, ceil_mode)
+GEOMETRIES = {
+    "tiled 2x2, 16 channels": ((2, 16, 8, 10), 2, 2, 0, 1, False),
+    "tiled 2x2, 2 channels": ((2, 2, 8, 34), 2, 2, 0, 1, False),
+    "tiled 2x2, ceil mode": ((2, 3, 9, 11), 2, 2, 0, 1, True),
+    "overlap 3/2/1 (resnet stem)": ((2, 3, 11, 12), 3, 2, 1, 1, False),
+    "overlap 2/1/1": ((2, 2, 5, 17), 2, 1, 1, 1, False),
+    "dilated 3/1/1/2": ((2, 3, 9, 10), 3, 1, 1, 2, False),
+    "empty windows": ((1, 2, 2, 5), 2, 1, 1, 3, False),
+    "5x7 window, padding 2x3, ceil mode": ((2, 18, 13, 17), (5, 7), (2, 3), (2, 3), 1, True),
+    "int32 argmax (17x16 window)": ((1, 2, 20, 19), (17, 16), 1, 0, 1, False),
+}
+DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
+
+
+def pooled(name, dtype, channels_last):
+    shape, *pool = GEOMETRIES[name]
+    x = torch.randn(shape, dtype=torch.float64).to(dtype)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    values, argmax = poolx.max_pool2d_with_argmax(x, *pool)
+    return x, pool, values, argmax
+
+
+def tap_inside(pool, in_hw, out_hw):
+    """Bool (out_h, out_w, taps): whether each tap of each window lies inside
+    the input, computed from the pooling arithmetic alone."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geo.pool_params(*pool[:4])
+    t = torch.arange(kh * kw)
+    h = torch.arange(out_hw[0]).view(-1, 1, 1) * sh - ph + (t // kw) * dh
+    w = torch.arange(out_hw[1]).view(1, -1, 1) * sw - pw + (t % kw) * dw
+    return (h >= 0) & (h < in_hw[0]) & (w >= 0) & (w < in_hw[1])
+
+
+def invalid_values(argmax, inside_taps):
+    """Values no window may hold, and those this window may not (a tap in the padding)."""
+    taps = inside_taps.numel()
+    outside = [t for t in range(taps) if not inside_taps[t]] if inside_taps.any() else []
+    wide = [-1, 2**31 - 1] if argmax.dtype == torch.int32 else [255]
+    return [taps] + outside[:2] + [v for v in wide if v >= taps or v < 0]
+
+
+def every_op(x, pool, values, argmax):
+    grad = torch.ones_like(values) if values.is_floating_point() else None
+    return {
+        "max_pool2d_backward": lambda: poolx.max_pool2d_backward(grad, argmax, x.shape, *pool),
+        "max_unpool2d": lambda: poolx.max_unpool2d_argmax(values, argmax, x.shape, *pool),
+        "argmax_to_mask": lambda: poolx.argmax_to_mask(argmax, x.shape, *pool),
+        "argmax_to_indices": lambda: poolx.argmax_to_indices(argmax, x.shape, *pool),
+        "gather_by_argmax": lambda: torch.ops.poolx.gather_by_argmax(x, argmax, *geo_args(pool)),
+    }
+
+
+def geo_args(pool):
+    kernel, stride, padding, dilation = geo.pool_params(*pool[:4])
+    return list(kernel), list(stride), list(padding), list(dilation), pool[4]
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", GEOMETRIES)
+def test_a_hostile_argmax_raises_in_every_op(name, dtype, channels_last):
+    x, pool, values, argmax = pooled(name, dtype, channels_last)
+    inside = tap_inside(pool, x.shape[-2:], argmax.shape[-2:])
+    rng = random.Random()
+    for _ in range(3):
+        pos = [rng.randrange(s) for s in argmax.shape]
+        for bad in invalid_values(argmax, inside[pos[2], pos[3]]):
+            hostile = argmax.clone()
+            hostile[tuple(pos)] = bad
+            where = f"argmax[{', '.join(map(str, pos))}] = {bad} names no tap"
+            for op, call in every_op(x, pool, values, hostile).items():
+                with pytest.raises(IndexError, match=re.escape(f"{op}: {where}")):
+                    call()
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+def test_an_unbatched_argmax_names_its_own_position(channels_last):
+    x, pool, values, argmax = pooled("tiled 2x2, 16 channels", torch.float32, channels_last)
+    hostile = argmax[1].clone()
+    hostile[5, 3, 4] = 7
+    with pytest.raises(IndexError, match=re.escape("argmax[5, 3, 4] = 7 names no tap")):
+        poolx.max_pool2d_backward(torch.ones_like(values[1]), hostile, x.shape[-2:], *pool)
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", GEOMETRIES)
+def test_any_valid_argmax_is_accepted(name, dtype, channels_last):
+    """A random valid tap in every window (not the forward's): indices and the
+    gradient follow it exactly, as decoded and summed by the reference."""
+    x, pool, values, argmax = pooled(name, dtype, channels_last)
+    inside = tap_inside(pool, x.shape[-2:], argmax.shape[-2:])
+    weights = torch.where(inside.any(-1, keepdim=True), inside, True).double()
+    weights = weights.expand(*argmax.shape, weights.shape[-1]).reshape(-1, weights.shape[-1])
+    valid = torch.multinomial(weights, 1).view(argmax.shape).to(argmax.dtype)
+    valid = valid.contiguous(memory_format=torch.channels_last) if channels_last else valid
+    kernel, stride, padding, dilation, ceil_mode = pool
+    module = poolx.MaxPool2d(kernel, stride, padding, dilation, ceil_mode=ceil_mode)
+    indices = torch.where(inside.any(-1), decode_argmax(valid, x.shape[-2:], module), -1)
+    if not (indices < 0).any():
+        assert torch.equal(poolx.argmax_to_indices(valid, x.shape, *pool), indices)
+    grad = torch.randn(values.shape, dtype=torch.float64).to(dtype)
+    expected = routed_grad(grad, indices, x.shape[-2:])
+    got = poolx.max_pool2d_backward(grad, valid, x.shape, *pool)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0, check_stride=False)
