@@ -42,6 +42,12 @@ def write_json(results, path):
 
 
 def plot(results, path):
+    fig = figure(results)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def figure(results):
     """One panel per mode: the speedup of poolx over each measured peer, a bar
     per (shape, layout, dtype) on a linear axis with 1x marked, values written
     on the bars; the title names the machine, threads and allocator."""
@@ -82,5 +88,4 @@ def plot(results, path):
                  f"threads, allocator: {results.get('allocator', 'system')}, torch "
                  f"{machine.get('torch', '')}", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.98))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig

@@ -160,3 +160,44 @@ def test_a_missing_allocator_is_a_clear_error(monkeypatch):
     monkeypatch.delenv("LD_PRELOAD", raising=False)
     with pytest.raises(SystemExit, match="apt-get install libjemalloc2"):
         allocator.ensure("jemalloc", ["--quick"])
+
+
+def test_plot_shows_what_was_measured():
+    """The plot's legend lists only the peers measured, its rows carry full case
+    names, its axis is linear with 1x marked, and its title names the machine,
+    threads and allocator."""
+    from bench import report
+
+    def case(shape, layout, dtype, mode, speedup):
+        return {"shape": shape, "layout": layout, "dtype": dtype, "mode": mode,
+                "speedup": speedup}
+
+    results = {
+        "allocator": "tcmalloc",
+        "machine": {"cpu_model": "Test CPU 9000", "device": "cpu", "threads": 2,
+                    "torch": "2.13.0+cpu"},
+        "cases": [
+            case("vgg-64@224", "channels_last", "bfloat16", "inference", {"eager": 2.5}),
+            case("mnist", "nchw", "float32", "inference", {"eager": 0.8}),
+            case("mnist", "nchw", "float32", "unpool", {"eager": 1.7}),
+        ],
+    }
+    fig = report.figure(results)
+    try:
+        axes = [ax for ax in fig.axes if ax.has_data()]
+        assert [ax.get_title() for ax in axes] == ["inference", "unpool"]
+        for ax in axes:
+            assert [t.get_text() for t in ax.get_legend().get_texts()] == ["vs torch eager"]
+            assert ax.get_xscale() == "linear"
+            assert any(line.get_xdata()[0] == 1 for line in ax.get_lines())
+        labels = [t.get_text() for t in axes[0].get_yticklabels()]
+        assert labels == ["vgg-64@224 / channels_last / bfloat16", "mnist / nchw / float32"]
+        values = {t.get_text().strip() for t in axes[0].texts}
+        assert values == {"2.50x", "0.80x"}
+        title = fig._suptitle.get_text()
+        for word in ("Test CPU 9000", "2 threads", "tcmalloc", "2.13.0+cpu"):
+            assert word in title
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
