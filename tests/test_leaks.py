@@ -1,7 +1,9 @@
-"""No memory leak: resident memory stays flat across 10,000 forward+backward calls."""
+"""Memory: no leak (resident memory stays flat across 10,000 forward+backward
+calls), and no op takes temporaries beyond its own output."""
 
 import os
 
+import pytest
 import torch
 
 import poolx
@@ -38,3 +40,33 @@ def test_rss_is_stable_across_many_calls():
         one_call(x, grad_out)
     growth = resident_bytes() - before
     assert growth < GROWTH_BOUND, f"RSS grew by {growth / 2**20:.1f} MiB over {CALLS} calls"
+
+
+def status_mib(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) / 1024
+    raise KeyError(key)
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("pool", [(3, 2, 1), (2, 2, 0)], ids=["overlapping", "tiled"])
+def test_backward_takes_no_memory_beyond_its_output(pool, dtype, channels_last):
+    """The peak resident memory of a backward rises by its output alone (a 16-bit
+    backward over overlapping windows once summed in a float plane per thread: 3x)."""
+    shape = (1, 4, 2048, 2048) if channels_last else (1, 1, 4096, 4096)
+    x = torch.randn(shape).to(dtype)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    values, argmax = poolx.max_pool2d_with_argmax(x, *pool)
+    grad = torch.randn_like(values)
+    del x
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets the peak (VmHWM) to the current resident size
+    before = status_mib("VmRSS")
+    grad_input = poolx.max_pool2d_backward(grad, argmax, shape, *pool)
+    rise = status_mib("VmHWM") - before
+    output = grad_input.numel() * grad_input.element_size() / 2**20
+    assert rise <= output + 8, f"peak rose {rise:.0f} MiB for a {output:.0f} MiB gradient"

@@ -17,11 +17,12 @@
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
 
-// Any geometry: zero one plane of float sums (cache-resident), add each
+// Any geometry: zero a plane of grad_input (cache-resident), add each
 // output's gradient at its selected tap in output order, the order in which
 // torch's CPU kernel and the per-element gather sum, so results agree bit for
-// bit; 16-bit types sum in a per-thread float plane rounded to T after every
-// add, as torch adds into the element type. Each row of argmax is checked
+// bit. 16-bit types add in float and round to T after every add, into the
+// plane itself, as torch adds into the element type: no memory beyond the
+// output. Each row of argmax is checked
 // before it is used: a value past the taps reads tap 0 of the table (in
 // bounds for the interior windows that index with it) and flags the argmax.
 template <typename T>
@@ -46,16 +47,15 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
   const int64_t plane_size = g.in_h * g.in_w;
   const int64_t planes = a.in_l.n * a.in_l.c;
   at::parallel_for(0, planes, grain_for(plane_size), [&](int64_t b, int64_t e) {
-    std::vector<float> scratch(std::is_same_v<T, float> ? 0 : plane_size);
     bool invalid = false;
     for (int64_t p = b; p < e; ++p) {
-      float* sums = std::is_same_v<T, float> ? reinterpret_cast<float*>(gi + p * plane_size)
-                                             : scratch.data();
+      T* sums = gi + p * plane_size;
       fill_zero<false>(sums, plane_size);
       const T* go_row = go + p * g.out_h * g.out_w;
       const uint8_t* am_row = a.argmax + p * g.out_h * g.out_w;
-      const auto add = [&](float& sum, int64_t ow) {
-        sum = round_to<T>(add_keeping_first_nan(sum, static_cast<float>(go_row[ow])));
+      const auto add = [&](T& sum, int64_t ow) {
+        sum = static_cast<T>(
+            add_keeping_first_nan(static_cast<float>(sum), static_cast<float>(go_row[ow])));
       };
       for (int64_t oh = 0; oh < g.out_h; ++oh, go_row += g.out_w, am_row += g.out_w) {
         invalid |= !rule.row_valid(am_row, 1, oh);
@@ -76,12 +76,6 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
           add(sums[h0 * g.in_w + ow * g.stride_w - g.pad_w + tap_offset[am_row[ow]]], ow);
         }
         add_checked(cols.end, g.out_w);
-      }
-      if constexpr (!std::is_same_v<T, float>) {
-        for (int64_t i = 0; i < plane_size; i += kLanes) {
-          const int64_t n = std::min(kLanes, plane_size - i);
-          store_float_per_element_nan<T, true>(gi + p * plane_size + i, load_float(sums + i, n), n);
-        }
       }
     }
     if (invalid) a.argmax_invalid->store(true, std::memory_order_relaxed);
