@@ -10,6 +10,8 @@ import re
 
 import pytest
 import torch
+from hypothesis import assume, event, given, settings
+from hypothesis import strategies as st
 
 import poolx
 from poolx import _geometry as geo
@@ -122,3 +124,66 @@ def test_any_valid_argmax_is_accepted(name, dtype, channels_last):
     expected = routed_grad(grad, indices, x.shape[-2:])
     got = poolx.max_pool2d_backward(grad, valid, x.shape, *pool)
     torch.testing.assert_close(got, expected, rtol=0, atol=0, check_stride=False)
+
+
+@st.composite
+def any_argmax(draw):
+    """A random valid geometry, layout and dtype, and argmax values drawn near and past
+    the taps, so that some calls hold only valid values and others a few invalid ones."""
+    kh, kw = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    ph, pw = draw(st.integers(0, kh // 2)), draw(st.integers(0, kw // 2))
+    dh, dw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    ceil_mode = draw(st.booleans())
+    h, w = draw(st.integers(1, 12)), draw(st.integers(1, 40))
+    pool = ((kh, kw), (sh, sw), (ph, pw), (dh, dw), ceil_mode)
+    try:
+        out_hw = geo.pooled_hw((h, w), *pool)
+    except (RuntimeError, ValueError):
+        out_hw = (0, 0)
+    assume(min(out_hw) > 0)
+    channels = draw(st.sampled_from([1, 2, 3, 17]))
+    shape = (draw(st.integers(1, 2)), channels, h, w)
+    seed = draw(st.integers(0, 2**31 - 1))
+    return shape, pool, out_hw, draw(st.booleans()), draw(st.booleans()), seed
+
+
+@settings(deadline=None, derandomize=True, max_examples=300)
+@given(any_argmax())
+def test_any_argmax_is_accepted_exactly_when_valid(case):
+    """Random argmax values, most of them valid: every op raises exactly when one is not
+    (per the pooling arithmetic), and otherwise gives the reference indices."""
+    shape, pool, out_hw, channels_last, bfloat16, seed = case
+    taps = pool[0][0] * pool[0][1]
+    inside = tap_inside(pool, shape[-2:], out_hw)
+    gen = torch.Generator().manual_seed(seed)
+    # a valid tap per window, then a few values past the taps or in the padding
+    weights = torch.where(inside.any(-1, keepdim=True), inside, True).double()
+    weights = weights.expand(*shape[:2], *out_hw, taps).reshape(-1, taps)
+    argmax = torch.multinomial(weights, 1, generator=gen).view(*shape[:2], *out_hw)
+    spoiled = torch.rand(argmax.shape, generator=gen) < 0.01
+    argmax = torch.where(spoiled, torch.randint(0, taps + 3, argmax.shape, generator=gen), argmax)
+    argmax = argmax.to(torch.uint8)
+    ok = inside.expand(*argmax.shape, taps).gather(-1, argmax.long().clamp(max=taps - 1)[..., None])
+    valid = bool(((argmax.long() < taps) & (ok[..., 0] | ~inside.any(-1))).all())
+    event("valid" if valid else "invalid")
+    if channels_last:
+        argmax = argmax.contiguous(memory_format=torch.channels_last)
+    grad = torch.randn(argmax.shape, generator=gen).to(torch.bfloat16 if bfloat16 else torch.float32)
+    calls = {
+        "backward": lambda: poolx.max_pool2d_backward(grad, argmax, shape, *pool),
+        "unpool": lambda: poolx.max_unpool2d_argmax(grad, argmax, shape, *pool),
+        "mask": lambda: poolx.argmax_to_mask(argmax, shape, *pool),
+        "indices": lambda: poolx.argmax_to_indices(argmax, shape, *pool),
+    }
+    for name, call in calls.items():
+        if valid:
+            call()
+        else:
+            with pytest.raises(IndexError, match="names no tap"):
+                call()
+    if valid and inside.any(-1).all():
+        kernel, stride, padding, dilation, ceil_mode = pool
+        module = poolx.MaxPool2d(kernel, stride, padding, dilation, ceil_mode=ceil_mode)
+        expected = decode_argmax(argmax, shape[-2:], module)
+        assert torch.equal(calls["indices"](), expected)
