@@ -29,6 +29,8 @@ GEOMETRIES = {
     "empty windows": ((1, 2, 2, 5), 2, 1, 1, 3, False),
     "5x7 window, padding 2x3, ceil mode": ((2, 18, 13, 17), (5, 7), (2, 3), (2, 3), 1, True),
     "int32 argmax (17x16 window)": ((1, 2, 20, 19), (17, 16), 1, 0, 1, False),
+    # a 1x1 input reads as NCHW in either format, its pooled 2x1 output as channels_last
+    "1x1 input, 2x1 output": ((1, 3, 1, 1), (2, 1), 1, (1, 0), 1, False),
 }
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 

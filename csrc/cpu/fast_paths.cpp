@@ -42,12 +42,27 @@ int64_t set_stream_min_bytes(int64_t bytes) {
   return g_stream_min_bytes.exchange(bytes < 0 ? kDefaultStreamMinBytes : bytes);
 }
 
+namespace {
+
+// The two layouts of tensors made in one memory format, which the fast paths
+// assume they share: where one reads as NCHW only because it is contiguous
+// in both formats (C == 1, or H == W == 1: either addresses it alike), it
+// takes the other's channels_last.
+std::pair<Layout4d, Layout4d> shared_layouts(const at::Tensor& a, const at::Tensor& b) {
+  Layout4d la = layout_of(a), lb = layout_of(b);
+  la.channels_last = lb.channels_last = la.channels_last || lb.channels_last;
+  return {la, lb};
+}
+
+}  // namespace
+
 bool fast_forward(const at::Tensor& input, const at::Tensor& values, const at::Tensor& argmax,
                   const Pool2dGeometry& g) {
   if (argmax.defined() && argmax.scalar_type() != at::kByte) return false;
+  const auto [in_l, out_l] = shared_layouts(input, values);
   const FastForwardArgs args{input.scalar_type(),
-                             layout_of(input),
-                             layout_of(values),
+                             in_l,
+                             out_l,
                              input.const_data_ptr(),
                              values.mutable_data_ptr(),
                              argmax.defined() ? argmax.mutable_data_ptr<uint8_t>() : nullptr,
@@ -60,8 +75,9 @@ namespace {
 FastBackwardArgs routing_args(const at::Tensor& from, const at::Tensor& argmax,
                               const at::Tensor& to, const Pool2dGeometry& g,
                               std::atomic<bool>* argmax_invalid) {
-  return {from.scalar_type(),    layout_of(from),
-          layout_of(to),         from.const_data_ptr(),
+  const auto [from_l, to_l] = shared_layouts(from, to);
+  return {from.scalar_type(),    from_l,
+          to_l,                  from.const_data_ptr(),
           argmax.const_data_ptr<uint8_t>(), to.mutable_data_ptr(),
           g,                     argmax_invalid};
 }
