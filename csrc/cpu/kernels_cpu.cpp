@@ -93,12 +93,11 @@ uint8_t index_row(const uint8_t* a, int64_t* idx, int64_t n, int64_t base, int64
 #define POOLX_INDEX_ROW_AVX512 1
 // The same on AVX-512 for windows of up to 16 taps whose offsets fit in
 // int32: 16 argmax bytes at a time, their offsets by one permute of the table
-// (which wraps taps past 15: the caller checks the largest, returned in each
-// of the 16 lanes' maxima).
-__attribute__((target("avx512f,avx512bw,avx512vl"))) __m128i index_row_avx512(const uint8_t* a, int64_t* idx,
-                                                         int64_t n, int64_t base, int64_t step,
-                                                         const int32_t* table16,
-                                                         const int64_t* tap_offset) {
+// (which wraps taps past 15: the caller checks the largest value, returned as
+// per-lane maxima).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) __m128i index_row_avx512(
+    const uint8_t* a, int64_t* idx, int64_t n, int64_t base, int64_t step, const int32_t* table16,
+    const int64_t* tap_offset) {
   const __m512i table = _mm512_loadu_si512(table16);
   __m512i pos_lo = _mm512_set_epi64(base + 7 * step, base + 6 * step, base + 5 * step,
                                     base + 4 * step, base + 3 * step, base + 2 * step,
@@ -118,9 +117,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) __m128i index_row_avx512(co
     pos_lo = _mm512_add_epi64(pos_lo, advance);
     pos_hi = _mm512_add_epi64(pos_hi, advance);
   }
-  const __mmask16 rest = static_cast<__mmask16>((1u << (n - i)) - 1);
+  const int64_t tail = i;
   for (; i < n; ++i) idx[i] = base + i * step + tap_offset[a[i]];
-  return _mm_max_epu8(most, _mm_maskz_loadu_epi8(rest, a + n - __builtin_popcount(rest)));
+  const __mmask16 rest = static_cast<__mmask16>((1u << (n - tail)) - 1);
+  return _mm_max_epu8(most, _mm_maskz_loadu_epi8(rest, a + tail));
 }
 #endif
 
