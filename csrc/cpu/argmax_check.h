@@ -144,10 +144,7 @@ class ArgmaxRule {
     }
     if constexpr (sizeof(argmax_t) > 1) {
       bool ok = true;
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t v = a[i], kh = v / g_.kernel_w, kw = v - kh * g_.kernel_w;
-        ok &= v >= 0 && kh >= rows.begin && kh < rows.end && kw >= cols.begin && kw < cols.end;
-      }
+      for (int64_t i = 0; i < n; ++i) ok &= one_in_rect(a[i], rows, cols);
       return ok;
     } else {
       // unsigned: kh - begin >= count also where kh < begin; past the taps,
