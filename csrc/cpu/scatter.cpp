@@ -14,50 +14,74 @@
 namespace poolx {
 namespace {
 
+using isa_none::all_below;
 using isa_none::ArgmaxRule;
 
 using at::Tensor;
 
-constexpr int64_t kMaxBlock = 256;  // pooled elements whose targets are found at once
+constexpr int64_t kMaxBlock = 256;  // pooled elements placed as one group
 
 [[noreturn]] C10_NOINLINE void invalid_unpool_index(int64_t index, int64_t out_h, int64_t out_w) {
   TORCH_CHECK(false, "max_unpool2d: Found an invalid max index: ", index,
               " (output volumes are of size ", out_h, "x", out_w, ")");
 }
 
+// The largest of t[0, n) as unsigned (a negative compares as huge), four
+// running maxima so that no compare waits for the one before.
+inline uint64_t unsigned_max(const int64_t* t, int64_t n) {
+  uint64_t m[4] = {0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    for (int k = 0; k < 4; ++k) m[k] = std::max(m[k], static_cast<uint64_t>(t[j + k]));
+  }
+  for (; j < n; ++j) m[0] = std::max(m[0], static_cast<uint64_t>(t[j]));
+  return std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
+}
+
+// Targets place a group of pooled elements: `pixels` windows from (ph, pw),
+// `channels` elements each (element j = i * channels + c is channel c of
+// window (ph, pw + i)). Each checks the group's keys, then calls
+// zero_until(p) with p at least the furthest pixel it will place at, then
+// place(j, c, pixel) for each element that lands in the plane, in order.
+
 // Targets from torch's int64 flat indices, each checked against the plane.
 struct IndexTargets {
-  static constexpr bool kRows = false;  // NCHW: a pixel at a time
+  static constexpr bool kRows = true;  // NCHW: pieces of rows
   const int64_t* indices;
   int64_t out_h, out_w;
 
   void start_row(int64_t, int64_t, int64_t) const {}  // checked per group below
 
-  const int64_t* operator()(int64_t, int64_t, int64_t, int64_t offset, int64_t n,
-                            int64_t*) const {
+  template <typename ZeroUntil, typename Place>
+  void operator()(int64_t, int64_t, int64_t pixels, int64_t channels, int64_t offset,
+                  const ZeroUntil& zero_until, const Place& place) const {
     const int64_t* t = indices + offset;
-    uint64_t furthest = 0;  // negatives compare as huge
-    for (int64_t j = 0; j < n; ++j) furthest = std::max(furthest, static_cast<uint64_t>(t[j]));
-    if (C10_UNLIKELY(furthest >= static_cast<uint64_t>(out_h * out_w))) {
+    const int64_t n = pixels * channels;
+    // the indices are the widest stream and the stores leave the hardware
+    // prefetcher little room: fetch them 8 KiB ahead
+    for (int64_t j = 0; j < n; j += 8) __builtin_prefetch(t + 1024 + j);
+    const uint64_t most = unsigned_max(t, n);
+    if (C10_UNLIKELY(most >= static_cast<uint64_t>(out_h * out_w))) {
       for (int64_t j = 0; j < n; ++j) {
         if (static_cast<uint64_t>(t[j]) >= static_cast<uint64_t>(out_h * out_w)) {
           invalid_unpool_index(t[j], out_h, out_w);
         }
       }
     }
-    return t;
+    zero_until(static_cast<int64_t>(most));
+    for (int64_t i = 0; i < pixels; ++i) {
+      for (int64_t c = 0; c < channels; ++c) place(i * channels + c, c, t[i * channels + c]);
+    }
   }
 };
 
-// Targets from the compact argmax: the selected tap of each window, or -1 for
-// a window with no tap inside the input. A value that names no tap of its
-// window inside the input (argmax_check.h) sets *invalid, and its run targets
-// nothing, as the tap table trusts the values it looks up: channels_last
-// checks each row of windows as it starts (its runs are a pixel's channels,
-// often few), NCHW each run as its targets are found.
-// Element j belongs to window (ph, pw + j * pw_step). A window inside the
-// input adds its tap's offset in the plane to its first tap's pixel; only
-// windows at the border check rows and columns.
+// Targets from the compact argmax: the selected tap of each window; a window
+// with no tap inside the input places nothing. A group holding a value that
+// names no tap of its window inside the input (argmax_check.h) sets *invalid
+// and places nothing, as the tap table trusts the values it looks up:
+// channels_last checks each row of windows as it starts, NCHW each group. A
+// window inside the input adds its tap's offset in the plane to its first
+// tap's pixel; only windows at the border check rows and columns.
 template <typename argmax_t>
 struct ArgmaxTargets {
   static constexpr bool kRows = true;  // NCHW: pieces of rows
@@ -74,56 +98,53 @@ struct ArgmaxTargets {
     row_valid = !row_checked || rule->row_valid(argmax + offset, channels, ph);
   }
 
-  const int64_t* targets_nothing(int64_t n, int64_t* scratch) const {
-    invalid->store(true, std::memory_order_relaxed);
-    std::fill_n(scratch, n, int64_t{-1});
-    return scratch;
-  }
-
-  const int64_t* operator()(int64_t ph, int64_t pw, int64_t pw_step, int64_t offset, int64_t n,
-                            int64_t* scratch) const {
+  template <typename ZeroUntil, typename Place>
+  void operator()(int64_t ph, int64_t pw, int64_t pixels, int64_t channels, int64_t offset,
+                  const ZeroUntil& zero_until, const Place& place) const {
     const argmax_t* a = argmax + offset;
-    if (!row_valid) return targets_nothing(n, scratch);
     const int64_t h0 = ph * g.stride_h - g.pad_h;
-    // the elements whose windows lie inside the input: [begin, end)
+    // the windows lying inside the input: [begin, end)
     int64_t begin = 0, end = 0;
     const int64_t room = g.in_w - 1 - (g.kernel_w - 1) * g.dilation_w + g.pad_w;
     if (taps != nullptr && room >= 0 && h0 >= 0 &&
         h0 + (g.kernel_h - 1) * g.dilation_h < g.in_h) {
       const int64_t first_pw = ceil_div_nonneg(g.pad_w, g.stride_w);  // the window starts >= 0
       const int64_t last_pw = div_nonneg(room, g.stride_w);           // and ends < in_w
-      if (pw_step == 0) {
-        end = pw >= first_pw && pw <= last_pw ? n : 0;
-      } else {
-        begin = std::clamp<int64_t>(first_pw - pw, 0, n);
-        end = std::clamp<int64_t>(last_pw + 1 - pw, begin, n);
+      begin = std::clamp<int64_t>(first_pw - pw, 0, pixels);
+      end = std::clamp<int64_t>(last_pw + 1 - pw, begin, pixels);
+    }
+    // windows [i0, i1) outside [begin, end): not wholly inside
+    const auto border_valid = [&](int64_t i0, int64_t i1) {
+      return i0 >= i1 || rule->windows_valid(a + i0 * channels, ph, pw + i0, pw + i1, channels);
+    };
+    const bool valid = row_checked ? row_valid
+                                   : all_below(a + begin * channels, (end - begin) * channels,
+                                               g.kernel_h * g.kernel_w) &&
+                                         border_valid(0, begin) && border_valid(end, pixels);
+    if (!valid) {
+      invalid->store(true, std::memory_order_relaxed);
+      return;
+    }
+    // the last tap of the last window
+    zero_until((h0 + (g.kernel_h - 1) * g.dilation_h) * g.in_w +
+               (pw + pixels - 1) * g.stride_w - g.pad_w + (g.kernel_w - 1) * g.dilation_w);
+    const auto border = [&](int64_t i) {
+      for (int64_t c = 0; c < channels; ++c) {
+        const int64_t v = static_cast<int64_t>(a[i * channels + c]);
+        const int64_t h = h0 + v / g.kernel_w * g.dilation_h;
+        const int64_t w = (pw + i) * g.stride_w - g.pad_w + v % g.kernel_w * g.dilation_w;
+        if (h >= 0 && h < g.in_h && w >= 0 && w < g.in_w) place(i * channels + c, c, h * g.in_w + w);
+      }
+    };
+    for (int64_t i = 0; i < begin; ++i) border(i);
+    const int64_t row = h0 * g.in_w - g.pad_w;
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t first_tap = row + (pw + i) * g.stride_w;
+      for (int64_t c = 0; c < channels; ++c) {
+        place(i * channels + c, c, first_tap + taps->offset[static_cast<uint8_t>(a[i * channels + c])]);
       }
     }
-    const int64_t row = h0 * g.in_w - g.pad_w;
-    const int64_t last_tap = g.kernel_h * g.kernel_w - 1;
-    int64_t past = 0;  // negative: a value past the taps of these whole windows
-    for (int64_t j = begin; j < end; ++j) {
-      const uint8_t v = static_cast<uint8_t>(a[j]);
-      scratch[j] = row + (pw + j * pw_step) * g.stride_w + taps->offset[v];
-      past |= last_tap - v;
-    }
-    // elements [j0, j1) outside [begin, end): windows not wholly inside
-    const auto border_valid = [&](int64_t j0, int64_t j1) {
-      return j0 >= j1 || (pw_step == 0 ? rule->windows_valid(a + j0, ph, pw, pw + 1, j1 - j0)
-                                       : rule->windows_valid(a + j0, ph, pw + j0, pw + j1, 1));
-    };
-    if (!row_checked && (past < 0 || !border_valid(0, begin) || !border_valid(end, n))) {
-      return targets_nothing(n, scratch);
-    }
-    const auto border = [&](int64_t j) {
-      const int64_t v = static_cast<int64_t>(a[j]);
-      const int64_t h = h0 + v / g.kernel_w * g.dilation_h;
-      const int64_t w = (pw + j * pw_step) * g.stride_w - g.pad_w + v % g.kernel_w * g.dilation_w;
-      scratch[j] = h >= 0 && h < g.in_h && w >= 0 && w < g.in_w ? h * g.in_w + w : -1;
-    };
-    for (int64_t j = 0; j < begin; ++j) border(j);
-    for (int64_t j = end; j < n; ++j) border(j);
-    return scratch;
+    for (int64_t i = end; i < pixels; ++i) border(i);
   }
 };
 
@@ -157,29 +178,30 @@ void scatter_task(const bits_t* values, bits_t fill, const Targets& targets_of, 
       zeroed = end;
     }
   };
-  // A group of pooled elements at a time: a pixel's channels (channels_last)
-  // or, in NCHW, a pixel, or up to kMaxBlock pixels of a row where the
-  // targets cost more to find alone (Targets::kRows); element j at offset + j.
-  const int64_t group =
-      kChannelsLast ? channels : (Targets::kRows ? std::min(pooled_w, kMaxBlock) : 1);
-  int64_t scratch[kMaxBlock];
+  // A group of pooled elements at a time: in channels_last as many whole
+  // pixels as fit in kMaxBlock (few channels: much of a row) or a pixel's
+  // channels kMaxBlock at a time; in NCHW a pixel, or up to kMaxBlock pixels
+  // of a row where the targets cost more to find alone (Targets::kRows).
+  const int64_t group_pixels = kChannelsLast ? std::max<int64_t>(1, kMaxBlock / channels)
+                                             : (Targets::kRows ? kMaxBlock : 1);
+  const int64_t group_c = std::min(channels, kMaxBlock);
   for (int64_t ph = 0; ph < pooled_h; ++ph) {
     targets_of.start_row(ph, ph * pooled_w * channels, channels);
-    for (int64_t pw = 0; pw < pooled_w; pw += kChannelsLast ? 1 : group) {
-      // channels_last: a pixel's channels, kMaxBlock at a time
-      for (int64_t c0 = 0; c0 < channels; c0 += kMaxBlock) {
-        const int64_t n = kChannelsLast ? std::min(kMaxBlock, channels - c0)
-                                        : std::min(group, pooled_w - pw);
+    for (int64_t pw = 0; pw < pooled_w; pw += group_pixels) {
+      const int64_t pixels = std::min(group_pixels, pooled_w - pw);
+      for (int64_t c0 = 0; c0 < channels; c0 += group_c) {
         const int64_t offset = (ph * pooled_w + pw) * channels + c0;
-        const int64_t* t = targets_of(ph, pw, kChannelsLast ? 0 : 1, offset, n, scratch);
-        int64_t furthest = -1;
-        for (int64_t j = 0; j < n; ++j) furthest = std::max(furthest, t[j]);
-        if (furthest >= zeroed) zero_until(std::min(out_pixels, furthest + zero_ahead));
-        for (int64_t j = 0; j < n; ++j) {
-          // channels_last: channel c0 + j of pixel t; NCHW: pixel t
-          const int64_t to = kChannelsLast ? t[j] * channels + c0 + j : t[j];
-          if (t[j] >= 0) out[to] = values ? values[offset + j] : fill;
-        }
+        const bits_t* v = values ? values + offset : nullptr;
+        bits_t* o = out + c0;
+        targets_of(ph, pw, pixels, std::min(group_c, channels - c0), offset,
+                   [&](int64_t furthest) {
+                     if (furthest >= zeroed) {
+                       zero_until(std::min(out_pixels, furthest + zero_ahead));
+                     }
+                   },
+                   [&](int64_t j, int64_t c, int64_t pixel) {
+                     o[pixel * channels + c] = v ? v[j] : fill;
+                   });
       }
     }
   }
