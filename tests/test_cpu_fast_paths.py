@@ -120,6 +120,17 @@ def test_channels_last_few_channels(channels, dtype, stores):
                 check_case(shape, dtype, True, geometry, ceil_mode)
 
 
+# The int64 indices go in runs of whole pixels of about 1024 elements: rows
+# split into several runs (NCHW and few channels), a run of one pixel of more
+# than 1024 channels, windows cut by the padding at both ends of a row.
+@pytest.mark.parametrize("shape, channels_last", [
+    ((1, 2, 3, 2300), False), ((1, 3, 4, 1400), True), ((1, 1030, 3, 5), True),
+    ((2, 200, 3, 20), True)], ids=str)
+@pytest.mark.parametrize("geometry", [GEOMETRIES[0], GEOMETRIES[3], GEOMETRIES[6]], ids=str)
+def test_indices_in_runs(shape, channels_last, geometry):
+    check_case(shape, torch.float32, channels_last, geometry, False)
+
+
 # Large outputs with streaming (non-temporal) stores: NCHW rows, channels_last
 # along C, and the narrow channels_last rows; an odd height drops a row that
 # streams zeros; a kernel 3 high; bfloat16 with NaN, whose vectors take the

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -77,60 +78,56 @@ bool backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& gra
   return true;
 }
 
-// idx[i] = base + i * step + tap_offset[a[i]]; returns the largest a[i], which
+// idx[i] = base + pos[i] + tap_offset[a[i]]; returns the largest a[i], which
 // the caller checks against the taps.
-uint8_t index_row(const uint8_t* a, int64_t* idx, int64_t n, int64_t base, int64_t step,
+uint8_t index_run(const uint8_t* a, int64_t* idx, int64_t n, int64_t base, const int64_t* pos,
                   const int64_t* tap_offset) {
   uint8_t most = 0;
   for (int64_t i = 0; i < n; ++i) {
-    idx[i] = base + i * step + tap_offset[a[i]];
+    idx[i] = base + pos[i] + tap_offset[a[i]];
     most = std::max(most, a[i]);
   }
   return most;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#define POOLX_INDEX_ROW_AVX512 1
+#define POOLX_INDEX_RUN_AVX512 1
 // The same on AVX-512 for windows of up to 16 taps whose offsets fit in
-// int32: 16 argmax bytes at a time, their offsets by one permute of the table
-// (which wraps taps past 15: the caller checks the largest value, returned as
-// per-lane maxima).
-__attribute__((target("avx512f,avx512bw,avx512vl"))) __m128i index_row_avx512(
-    const uint8_t* a, int64_t* idx, int64_t n, int64_t base, int64_t step, const int32_t* table16,
-    const int64_t* tap_offset) {
+// int32: 16 argmax bytes at a time (the last ones masked), their offsets by
+// one permute of the table (which wraps taps past 15: the caller checks the
+// largest value, returned as per-lane maxima).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) __m128i index_run_avx512(
+    const uint8_t* a, int64_t* idx, int64_t n, int64_t base, const int64_t* pos,
+    const int32_t* table16) {
   const __m512i table = _mm512_loadu_si512(table16);
-  __m512i pos_lo = _mm512_set_epi64(base + 7 * step, base + 6 * step, base + 5 * step,
-                                    base + 4 * step, base + 3 * step, base + 2 * step,
-                                    base + step, base);
-  __m512i pos_hi = _mm512_add_epi64(pos_lo, _mm512_set1_epi64(8 * step));
-  const __m512i advance = _mm512_set1_epi64(16 * step);
+  const __m512i base8 = _mm512_set1_epi64(base);
   __m128i most = _mm_setzero_si128();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 in = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __mmask8 lo = static_cast<__mmask8>(in), hi = static_cast<__mmask8>(in >> 8);
+    const __m128i bytes = _mm_maskz_loadu_epi8(in, a + i);
     most = _mm_max_epu8(most, bytes);
     const __m512i offset = _mm512_permutexvar_epi32(_mm512_cvtepu8_epi32(bytes), table);
-    _mm512_storeu_si512(idx + i, _mm512_add_epi64(
-        pos_lo, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(offset))));
-    _mm512_storeu_si512(idx + i + 8, _mm512_add_epi64(
-        pos_hi, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(offset, 1))));
-    pos_lo = _mm512_add_epi64(pos_lo, advance);
-    pos_hi = _mm512_add_epi64(pos_hi, advance);
+    const __m512i at_lo = _mm512_add_epi64(base8, _mm512_maskz_loadu_epi64(lo, pos + i));
+    const __m512i at_hi = _mm512_add_epi64(base8, _mm512_maskz_loadu_epi64(hi, pos + i + 8));
+    _mm512_mask_storeu_epi64(idx + i, lo, _mm512_add_epi64(
+        at_lo, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(offset))));
+    _mm512_mask_storeu_epi64(idx + i + 8, hi, _mm512_add_epi64(
+        at_hi, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(offset, 1))));
   }
-  const int64_t tail = i;
-  for (; i < n; ++i) idx[i] = base + i * step + tap_offset[a[i]];
-  const __mmask16 rest = static_cast<__mmask16>((1u << (n - tail)) - 1);
-  return _mm_max_epu8(most, _mm_maskz_loadu_epi8(rest, a + tail));
+  return most;
 }
 #endif
 
 // torch's index of a selected tap: its window's first tap plus the tap's
 // offset in the plane, from a table of the 256 uint8 argmax values (no
-// division per element), a row of outputs (NCHW) or a pixel's channels
-// (channels_last) at a time. The rows check the argmax as they read it (the
-// table has all 256 entries, so a bad value costs a wrong index, never a
-// wrong access): value < taps everywhere, and the taps of windows that reach
-// past the input by the rule. False where a value is invalid.
+// division per element). An output row (W pixels of C channels; C = 1 in
+// NCHW) goes in runs of whole pixels, each element's window start taken from
+// a pattern of positions that every run shares, so that few channels still
+// fill whole vectors. The rows check the argmax as they read it (the table
+// has all 256 entries, so a bad value costs a wrong index, never a wrong
+// access): value < taps everywhere, and the taps of windows that reach past
+// the input by the rule. False where a value is invalid.
 bool indices_by_tap_table(const uint8_t* argmax, int64_t* indices, const Layout4d& l,
                           const Pool2dGeometry& g, const int64_t* tap_offset) {
   const isa_none::ArgmaxRule rule(g);
@@ -145,48 +142,41 @@ bool indices_by_tap_table(const uint8_t* argmax, int64_t* indices, const Layout4
     by_permute = tap_offset[t] <= std::numeric_limits<int32_t>::max();
     table16[t] = static_cast<int32_t>(tap_offset[t]);
   }
-  const int64_t row_len = l.channels_last ? l.c : l.w;
+  const int64_t C = l.channels_last ? l.c : 1, row_len = l.w * C;
+  const int64_t run_pixels = std::min(l.w, std::max<int64_t>(1, 1024 / C));
+  std::vector<int64_t> pos(run_pixels * C);  // element e's window start in its run
+  for (int64_t e = 0; e < run_pixels * C; ++e) pos[e] = e / C * g.stride_w;
   const int64_t rows = l.numel() / row_len;
   at::parallel_for(0, rows, std::max<int64_t>(1, at::internal::GRAIN_SIZE / row_len),
                    [&](int64_t begin, int64_t end) {
     // the largest value seen, kept in registers
     uint8_t most = 0;
-#ifdef POOLX_INDEX_ROW_AVX512
+#ifdef POOLX_INDEX_RUN_AVX512
     __m128i most16 = _mm_setzero_si128();
 #endif
-    const auto row = [&](const uint8_t* a, int64_t* idx, int64_t base, int64_t step) {
-#ifdef POOLX_INDEX_ROW_AVX512
-      if (by_permute) {
-        most16 = _mm_max_epu8(most16, index_row_avx512(a, idx, row_len, base, step, table16,
-                                                       tap_offset));
-        return;
-      }
-#endif
-      most = std::max(most, index_row(a, idx, row_len, base, step, tap_offset));
-    };
     bool valid = true;
     for (int64_t r = begin; r < end; ++r) {
+      const int64_t oh = r % l.h;
       const uint8_t* a = argmax + r * row_len;
       int64_t* idx = indices + r * row_len;
-      // each run checked after it is converted, from the cache
-      if (l.channels_last) {
-        const int64_t ow = r % l.w, oh = r / l.w % l.h;
-        row(a, idx, (oh * g.stride_h - g.pad_h) * g.in_w + ow * g.stride_w - g.pad_w, 0);
-        if (!all_whole && !(rule.whole_row(oh) && rule.whole_col(ow))) {
-          valid &= rule.windows_valid(a, oh, ow, ow + 1, row_len, true);
+      const int64_t row_base = (oh * g.stride_h - g.pad_h) * g.in_w - g.pad_w;
+      for (int64_t ow = 0; ow < l.w; ow += run_pixels) {
+        const int64_t first = ow * C, n = std::min(run_pixels, l.w - ow) * C;
+        const int64_t base = row_base + ow * g.stride_w;
+#ifdef POOLX_INDEX_RUN_AVX512
+        if (by_permute) {
+          most16 = _mm_max_epu8(most16,
+                                index_run_avx512(a + first, idx + first, n, base, pos.data(),
+                                                 table16));
+          continue;
         }
-      } else {
-        const int64_t oh = r % l.h;
-        row(a, idx, (oh * g.stride_h - g.pad_h) * g.in_w - g.pad_w, g.stride_w);
-        if (all_whole) continue;
-        if (!rule.whole_row(oh)) {
-          valid &= rule.windows_valid(a, oh, 0, l.w, 1, true);
-        } else {
-          for (const int64_t ow : rule.edge_cols()) valid &= rule.one_valid(a[ow], oh, ow);
-        }
+#endif
+        most = std::max(most, index_run(a + first, idx + first, n, base, pos.data(), tap_offset));
       }
+      // each row checked after it is converted, from the cache
+      if (!all_whole) valid &= rule.windows_valid(a, oh, 0, l.w, C, /*below_taps=*/true);
     }
-#ifdef POOLX_INDEX_ROW_AVX512
+#ifdef POOLX_INDEX_RUN_AVX512
     alignas(16) uint8_t lanes[16];
     _mm_store_si128(reinterpret_cast<__m128i*>(lanes), most16);
     most = std::max(most, *std::max_element(lanes, lanes + 16));
