@@ -158,13 +158,15 @@ def test_large_outputs(shape, dtype, channels_last, geometry, streaming):
 
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
-def test_large_unpool_by_argmax(channels_last, streaming):
-    shape = (1, 64, 384, 384) if channels_last else (1, 4, 1536, 1536)
-    x = planted_input(shape, torch.float32, channels_last)
-    values, argmax = poolx.max_pool2d_with_argmax(x, 2)
-    _, indices = F.max_pool2d(x, 2, return_indices=True)
-    expected = F.max_unpool2d(values, indices, 2, output_size=shape[-2:])
-    assert_identical(poolx.max_unpool2d_argmax(values, argmax, shape[-2:], 2), expected)
+def test_large_unpool(channels_last, streaming):
+    """By argmax and by indices, streamed; channels_last of 2 channels routes rows."""
+    for shape in [(1, 64, 384, 384), (1, 2, 1024, 1030)] if channels_last else [(1, 4, 1536, 1536)]:
+        x = planted_input(shape, torch.float32, channels_last)
+        values, argmax = poolx.max_pool2d_with_argmax(x, 2)
+        _, indices = F.max_pool2d(x, 2, return_indices=True)
+        expected = F.max_unpool2d(values, indices, 2, output_size=shape[-2:])
+        assert_identical(poolx.max_unpool2d_argmax(values, argmax, shape[-2:], 2), expected)
+        assert_identical(poolx.max_unpool2d(values, indices, 2, output_size=shape[-2:]), expected)
 
 
 def test_autograd_through_fast_paths():

@@ -1,7 +1,8 @@
 """Unpool where the windows tile the output (kernel == stride): the one-pass
-gather of channels_last (csrc/cpu/isa/unpool_tiled.h) and the 16-bit row
-copy of NCHW, against torch, on inputs that take them and inputs that must
-leave them (an index outside its window or outside the plane)."""
+gather of channels_last (csrc/cpu/isa/unpool_tiled.h) and the routing of rows
+of pixels (NCHW, channels_last with 2 channels; csrc/cpu/isa/tiled_rows.h),
+by argmax and by indices, against torch, on inputs that take them and inputs
+that must leave them (an index outside its window or outside the plane)."""
 
 import re
 
@@ -23,9 +24,9 @@ GEOMETRIES = {
     "3x3": ((3, 3), (9, 12), None),
     "2x3, output larger than the windows": ((2, 3), (6, 9), (7, 10)),
 }
-# 8 channels take the scatter, 16 the fewest that take the gather; 21 leaves a partial vector;
-# 300 crosses a block of 256 channels.
-CHANNELS = [8, 16, 21, 300]
+# channels_last: 2 channels take the rows, 8 the scatter, 16 the fewest that take the
+# gather; 21 leaves a partial vector; 300 crosses a block of 256 channels.
+CHANNELS = [2, 8, 16, 21, 300]
 
 
 def pooled(kernel, hw, channels, channels_last, dtype=torch.float32):
@@ -77,15 +78,16 @@ def test_unpool_by_indices_and_argmax_match_torch(geometry, dtype, channels, cha
         assert torch.equal(mask, unpool_expected(ones, indices, kernel, hw) == 1)
 
 
+@pytest.mark.parametrize("channels", [2, 16])
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
 @pytest.mark.parametrize("where", ["first element", "last element", "middle"])
-def test_an_index_outside_its_window_gives_torchs_result(where, channels_last):
+def test_an_index_outside_its_window_gives_torchs_result(where, channels_last, channels):
     """Indices need not come from a tiled pooling: one that names another
-    window's element (inside the plane) leaves the gather for the scatter,
-    and the result is torch's (the later of two writes wins)."""
-    x, pool, indices = pooled((2, 2), (8, 10), 16, channels_last)
-    position = {"first element": (0, 0, 0, 0), "last element": (1, 15, 3, 4),
-                "middle": (1, 7, 2, 2)}[where]
+    window's element (inside the plane) leaves the gather or the rows for the
+    scatter, and the result is torch's (the later of two writes wins)."""
+    x, pool, indices = pooled((2, 2), (8, 10), channels, channels_last)
+    position = {"first element": (0, 0, 0, 0), "last element": (1, channels - 1, 3, 4),
+                "middle": (1, channels // 2, 2, 2)}[where]
     indices[position] = 79 - indices[position]  # another window's element
     values = values_like(indices, torch.float32)
     expected = unpool_expected(values, indices, (2, 2), (8, 10))
@@ -115,6 +117,21 @@ def test_16bit_nan_payloads_and_negative_zero_are_copied(dtype):
         assert_same_bits(poolx.max_unpool2d(values, indices, 2, output_size=(8, 34)), expected)
         _, argmax = poolx.max_pool2d_with_argmax(x, *pool)
         assert_same_bits(poolx.max_unpool2d_argmax(values, argmax, x.shape, *pool), expected)
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+@pytest.mark.parametrize("row", [0, 1, 137, 199])
+def test_an_index_outside_its_window_in_a_large_plane(row, channels_last):
+    """The rows are split between threads, some starting in the second row of a
+    window; one index in the row below (above) or beside its window, in any
+    row of windows, still gives torch's result."""
+    x, pool, indices = pooled((2, 2), (400, 402), 2, channels_last)
+    values = values_like(indices, torch.float32)
+    for shift in (402 if row < 199 else -402, 1, -1):  # the element below (above), beside, before
+        moved = indices.clone()
+        moved[1, 1, row, 100] += shift
+        expected = unpool_expected(values, moved, (2, 2), (400, 402))
+        assert_same_bits(poolx.max_unpool2d(values, moved, 2, output_size=(400, 402)), expected)
 
 
 def test_many_threads_agree_with_one():

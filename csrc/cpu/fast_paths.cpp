@@ -136,12 +136,24 @@ bool unpool_tiled(const at::Tensor& values, const Layout4d& pooled, const int64_
 bool fast_unpool_indices(const at::Tensor& values, const at::Tensor& indices,
                          const at::Tensor& out) {
   // The windows the indices came from if a pooling with kernel == stride made
-  // them; the kernel checks that each index lies in its own, so a wrong guess
+  // them; the kernels check that each index lies in its own, so a wrong guess
   // costs time, never a wrong result.
   const Layout4d pooled = layout_of(values);
   const int64_t kernel_h = out.size(2) / pooled.h, kernel_w = out.size(3) / pooled.w;
-  return kernel_h > 0 && kernel_w > 0 &&
-         unpool_tiled(values, pooled, indices.const_data_ptr<int64_t>(), nullptr, out, kernel_h,
+  if (kernel_h <= 0 || kernel_w <= 0) return false;
+  // Rows of pixels (NCHW, channels_last with 1 or 2 channels) route like
+  // unpool by argmax, each index's tap found as its row is first routed (a
+  // uint8, 255 for none).
+  if (kernel_h * kernel_w >= 255) return false;
+  const Pool2dGeometry g{out.size(2), out.size(3), pooled.h, pooled.w, kernel_h, kernel_w,
+                         kernel_h,    kernel_w,    0,        0,        1,        1};
+  std::atomic<bool> outside{false};
+  const auto [from_l, to_l] = shared_layouts(values, out);
+  const FastBackwardArgs by_rows{values.scalar_type(), from_l, to_l, values.const_data_ptr(),
+                                 nullptr, out.mutable_data_ptr(), g, &outside,
+                                 indices.const_data_ptr<int64_t>()};
+  if (cpu_fast_paths().unpool_argmax(by_rows)) return !outside;
+  return unpool_tiled(values, pooled, indices.const_data_ptr<int64_t>(), nullptr, out, kernel_h,
                       kernel_w);
 }
 

@@ -31,6 +31,10 @@ struct FastBackwardArgs {
   // set where argmax holds a value that names no tap of its window inside the
   // input (grad_input is then garbage, never written out of bounds)
   std::atomic<bool>* argmax_invalid;
+  // unpool_argmax by torch's int64 indices instead of argmax, windows as g
+  // supposes (kernel == stride): argmax_invalid is set where an index lies
+  // outside its window
+  const int64_t* indices = nullptr;
 };
 
 // Unpool in channels_last where the windows (kernel_h x kernel_w, stride =
@@ -51,6 +55,7 @@ struct FastPaths {
   bool (*forward)(const FastForwardArgs&);
   bool (*backward)(const FastBackwardArgs&);
   // grad_output holds the values to unpool, grad_input receives them
+  // (keyed by indices where those are given)
   bool (*unpool_argmax)(const FastBackwardArgs&);
   // false (the output partly written) where a key names no element of its
   // window; the caller then scatters

@@ -88,11 +88,12 @@ inline bool backward(const FastBackwardArgs& a) {
 // tiled backward's routing with the value copied is the whole unpool, for
 // types whose lanes carry the value's bits unchanged: float32, and 16-bit
 // types in 16-bit lanes (AVX-512) along rows (NCHW, channels_last C <= 2).
-// Other channels_last cases take unpool_tiled.h.
+// Other channels_last cases take unpool_tiled.h. By indices: the rows only.
 inline bool unpool_argmax(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   if (!tiles_input(g)) return false;
   const int row_c = tiled_row_channels(g, a.in_l);
+  if (a.indices != nullptr && row_c == 0) return false;
   const int64_t planes = tiled_row_planes(a.in_l);
   const auto rows = [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;

@@ -8,6 +8,10 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
 #include "forward_kernels.h"
 #include "route_16bit.h"
 #include "stream_stores.h"
@@ -126,6 +130,65 @@ inline std::pair<Vec, Vec> routed_pixel_pairs(const T* grad, const uint8_t* argm
                                select_grad<kCopy>(g, am, kh * 2 + 1));
 }
 
+// The taps that the routing below compares with: the argmax, or for unpool
+// by torch's int64 indices the tap each index names in its window, found
+// when a task first routes the output row. An index outside its window
+// becomes 255, past the taps, which SeenArgmax reports.
+template <int kC>
+class RowTaps {
+ public:
+  RowTaps(const FastBackwardArgs& a)
+      : argmax_(a.argmax), indices_(a.indices), in_w_(a.g.in_w), kernel_h_(a.g.kernel_h),
+        taps_(a.indices ? a.g.out_w * kC : 0) {}
+
+  const uint8_t* row(int64_t o_row, int64_t oh) {
+    if (indices_ == nullptr) return argmax_ + o_row;
+    if (o_row != converted_) convert(o_row, oh);
+    return taps_.data();
+  }
+
+ private:
+  void convert(int64_t o_row, int64_t oh) {
+    const int64_t* idx = indices_ + o_row;
+    uint8_t* taps = taps_.data();
+    const int64_t n = static_cast<int64_t>(taps_.size()), first = oh * kernel_h_ * in_w_;
+#if defined(CPU_CAPABILITY_AVX512)
+    // 8 indices at a time, from each window's first tap: kh rows down, kw across
+    const __m512i pixel = kC == 1 ? _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0)
+                                  : _mm512_set_epi64(6, 6, 4, 4, 2, 2, 0, 0);
+    for (int64_t e = 0; e < n; e += 8) {
+      const __mmask8 in = n - e >= 8 ? __mmask8(0xff) : __mmask8((1u << (n - e)) - 1);
+      const __m512i start = _mm512_add_epi64(pixel, _mm512_set1_epi64(first + 2 * e / kC));
+      const __m512i d = _mm512_sub_epi64(_mm512_maskz_loadu_epi64(in, idx + e), start);
+      __m512i tap = _mm512_set1_epi64(255);
+      for (int64_t kh = 0; kh < kernel_h_; ++kh) {
+        const __m512i kw = _mm512_sub_epi64(d, _mm512_set1_epi64(kh * in_w_));
+        const __mmask8 here = _mm512_cmple_epu64_mask(kw, _mm512_set1_epi64(1));
+        tap = _mm512_mask_add_epi64(tap, here, kw, _mm512_set1_epi64(2 * kh));
+      }
+      _mm512_mask_cvtepi64_storeu_epi8(taps + e, in, tap);
+    }
+#else
+    for (int64_t e = 0; e < n; ++e) {
+      const int64_t d = idx[e] - (first + 2 * (e / kC));
+      uint8_t tap = 255;
+      for (int64_t kh = 0; kh < kernel_h_; ++kh) {
+        const int64_t kw = d - kh * in_w_;
+        tap = kw == 0 || kw == 1 ? static_cast<uint8_t>(2 * kh + kw) : tap;
+      }
+      taps[e] = tap;
+    }
+#endif
+    converted_ = o_row;
+  }
+
+  const uint8_t* argmax_;
+  const int64_t* indices_;
+  int64_t in_w_, kernel_h_;
+  std::vector<uint8_t> taps_;
+  int64_t converted_ = -1;
+};
+
 // Each input row is written once, from one output row (zeros where floor
 // mode dropped rows or columns). torch's backward narrows per element, in
 // both layouts. Streamed, grad_input goes through a StreamAppender, tasks
@@ -138,14 +201,14 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
   const int64_t in_h = a.g.in_h, out_h = a.g.out_h, kernel_h = a.g.kernel_h;
   const int64_t in_row = a.g.in_w * kC, out_row = a.g.out_w * kC, rows = planes * in_h;
   const T* const go = static_cast<const T*>(a.grad_output);
-  const uint8_t* const argmax = a.argmax;
   T* const gi = static_cast<T*>(a.grad_input);
   const int64_t unit = kStream ? rows_per_aligned_start(in_row, Lanes::kCount) : 1;
   const int64_t grain = std::max<int64_t>(1, grain_for(in_row) / unit);
-  at::parallel_for(0, ceil_div_nonneg(rows, unit), grain, [=](int64_t b, int64_t e) {
+  at::parallel_for(0, ceil_div_nonneg(rows, unit), grain, [=, &a](int64_t b, int64_t e) {
     const int64_t first = b * unit, last = std::min(rows, e * unit);
     StreamAppender<Lanes> stream(gi + first * in_row);
     SeenArgmax seen;
+    RowTaps<kC> taps(a);
     int64_t plane = first / in_h, ih = first % in_h;
     int64_t oh = ih / kernel_h, kh = ih % kernel_h;
     for (int64_t r = first; r < last; ++r) {
@@ -161,11 +224,12 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
         zeros(0, in_row);
       } else {
         const int64_t o_row = (plane * out_h + oh) * out_row;
+        const uint8_t* am = taps.row(o_row, oh);
         // full vectors and the tail as separate calls: full ones unmasked
         const auto route = [&](int64_t i0, int64_t n) {
           if constexpr (k16Bit) {
-            const auto v = routed_pixel_pairs_16bit<T, kC, kCopy>(
-                go + o_row + i0, argmax + o_row + i0, n, kh, seen);
+            const auto v = routed_pixel_pairs_16bit<T, kC, kCopy>(go + o_row + i0, am + i0, n,
+                                                                  kh, seen);
             if constexpr (kStream) {
               stream.append(v, 2 * n);
             } else {
@@ -173,7 +237,7 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
             }
           } else {
             const auto [lo, hi] =
-                routed_pixel_pairs<T, kC, kCopy>(go + o_row + i0, argmax + o_row + i0, n, kh, seen);
+                routed_pixel_pairs<T, kC, kCopy>(go + o_row + i0, am + i0, n, kh, seen);
             const int64_t n_lo = std::min(2 * n, kLanes), n_hi = 2 * n - n_lo;
             if constexpr (kStream) {
               stream.append(lo, n_lo);
