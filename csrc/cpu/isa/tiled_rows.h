@@ -132,8 +132,9 @@ inline std::pair<Vec, Vec> routed_pixel_pairs(const T* grad, const uint8_t* argm
 
 // The taps that the routing below compares with: the argmax, or for unpool
 // by torch's int64 indices the tap each index names in its window, found
-// when a task first routes the output row. An index outside its window
-// becomes 255, past the taps, which SeenArgmax reports.
+// when a task first routes the output row. Where an index lies outside its
+// window, row() returns null: the windows were a wrong guess (overlapping
+// windows of the same sizes), and the kernel stops at once.
 template <int kC>
 class RowTaps {
  public:
@@ -143,15 +144,17 @@ class RowTaps {
 
   const uint8_t* row(int64_t o_row, int64_t oh) {
     if (indices_ == nullptr) return argmax_ + o_row;
-    if (o_row != converted_) convert(o_row, oh);
+    if (o_row != converted_ && !convert(o_row, oh)) return nullptr;
     return taps_.data();
   }
 
  private:
-  void convert(int64_t o_row, int64_t oh) {
+  // false where an index lies outside its window
+  bool convert(int64_t o_row, int64_t oh) {
     const int64_t* idx = indices_ + o_row;
     uint8_t* taps = taps_.data();
     const int64_t n = static_cast<int64_t>(taps_.size()), first = oh * kernel_h_ * in_w_;
+    bool inside = true;
 #if defined(CPU_CAPABILITY_AVX512)
     // 8 indices at a time, from each window's first tap: kh rows down, kw across
     const __m512i pixel = kC == 1 ? _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0)
@@ -160,26 +163,33 @@ class RowTaps {
       const __mmask8 in = n - e >= 8 ? __mmask8(0xff) : __mmask8((1u << (n - e)) - 1);
       const __m512i start = _mm512_add_epi64(pixel, _mm512_set1_epi64(first + 2 * e / kC));
       const __m512i d = _mm512_sub_epi64(_mm512_maskz_loadu_epi64(in, idx + e), start);
-      __m512i tap = _mm512_set1_epi64(255);
+      __m512i tap = _mm512_setzero_si512();
+      __mmask8 hit = 0;
       for (int64_t kh = 0; kh < kernel_h_; ++kh) {
         const __m512i kw = _mm512_sub_epi64(d, _mm512_set1_epi64(kh * in_w_));
         const __mmask8 here = _mm512_cmple_epu64_mask(kw, _mm512_set1_epi64(1));
         tap = _mm512_mask_add_epi64(tap, here, kw, _mm512_set1_epi64(2 * kh));
+        hit |= here;
       }
       _mm512_mask_cvtepi64_storeu_epi8(taps + e, in, tap);
+      inside &= (hit & in) == in;
     }
 #else
     for (int64_t e = 0; e < n; ++e) {
       const int64_t d = idx[e] - (first + 2 * (e / kC));
-      uint8_t tap = 255;
+      bool hit = false;
       for (int64_t kh = 0; kh < kernel_h_; ++kh) {
         const int64_t kw = d - kh * in_w_;
-        tap = kw == 0 || kw == 1 ? static_cast<uint8_t>(2 * kh + kw) : tap;
+        if (kw == 0 || kw == 1) {
+          taps[e] = static_cast<uint8_t>(2 * kh + kw);
+          hit = true;
+        }
       }
-      taps[e] = tap;
+      inside &= hit;
     }
 #endif
     converted_ = o_row;
+    return inside;
   }
 
   const uint8_t* argmax_;
@@ -225,6 +235,10 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
       } else {
         const int64_t o_row = (plane * out_h + oh) * out_row;
         const uint8_t* am = taps.row(o_row, oh);
+        if (am == nullptr || (a.indices && a.argmax_invalid->load(std::memory_order_relaxed))) {
+          a.argmax_invalid->store(true, std::memory_order_relaxed);
+          break;
+        }
         // full vectors and the tail as separate calls: full ones unmasked
         const auto route = [&](int64_t i0, int64_t n) {
           if constexpr (k16Bit) {
