@@ -25,3 +25,21 @@ def device(request):
 def _fresh_seed(request):
     """A different but reproducible random stream for every test."""
     torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
+
+
+@pytest.fixture
+def streaming():
+    """Streaming stores at every size (by default only ops that move more
+    than the caches hold take them; unpool by indices routes rows only above
+    8 times that size), the default restored afterwards."""
+    previous = torch.ops.poolx.set_cpu_stream_min_bytes(0)
+    yield
+    torch.ops.poolx.set_cpu_stream_min_bytes(previous)
+
+
+@pytest.fixture(params=["default stores", "streaming stores"])
+def stores(request):
+    if request.param == "streaming stores":
+        yield request.getfixturevalue("streaming")
+    else:
+        yield

@@ -58,25 +58,6 @@ def assert_identical(actual, expected):
     assert torch.equal(torch.signbit(actual[real]), torch.signbit(expected[real]))
 
 
-def set_stream_min_bytes(nbytes):
-    return torch.ops.poolx.set_cpu_stream_min_bytes(nbytes)
-
-
-@pytest.fixture
-def streaming():
-    """Streaming stores at every size (by default only ops that move more
-    than the caches hold take them), the default restored afterwards."""
-    previous = set_stream_min_bytes(0)
-    yield
-    set_stream_min_bytes(previous)
-
-
-@pytest.fixture(params=["default stores", "streaming stores"])
-def stores(request):
-    if request.param == "streaming stores":
-        yield request.getfixturevalue("streaming")
-    else:
-        yield
 
 
 def check_case(shape, dtype, channels_last, geometry, ceil_mode):

@@ -17,6 +17,12 @@ import poolx
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 INTEGERS = [torch.uint8, torch.int8, torch.int32, torch.int64]
 
+@pytest.fixture(autouse=True)
+def _both_sizes(stores):
+    """Every test at the default sizes (small outputs: the scatter, the
+    gather) and with streaming at every size (NCHW and 2 channels: the rows)."""
+
+
 # (kernel, input plane, output_size beyond the covered windows or None)
 GEOMETRIES = {
     "2x2": ((2, 2), (8, 10), None),

@@ -46,7 +46,6 @@ inline uint64_t unsigned_max(const int64_t* t, int64_t n) {
 
 // Targets from torch's int64 flat indices, each checked against the plane.
 struct IndexTargets {
-  static constexpr bool kRows = true;  // NCHW: pieces of rows
   const int64_t* indices;
   int64_t out_h, out_w;
 
@@ -84,7 +83,6 @@ struct IndexTargets {
 // tap's pixel; only windows at the border check rows and columns.
 template <typename argmax_t>
 struct ArgmaxTargets {
-  static constexpr bool kRows = true;  // NCHW: pieces of rows
   const argmax_t* argmax;
   Pool2dGeometry g;
   const TapTable* taps;  // null: an int32 argmax, decoded by division
@@ -178,12 +176,10 @@ void scatter_task(const bits_t* values, bits_t fill, const Targets& targets_of, 
       zeroed = end;
     }
   };
-  // A group of pooled elements at a time: in channels_last as many whole
-  // pixels as fit in kMaxBlock (few channels: much of a row) or a pixel's
-  // channels kMaxBlock at a time; in NCHW a pixel, or up to kMaxBlock pixels
-  // of a row where the targets cost more to find alone (Targets::kRows).
-  const int64_t group_pixels = kChannelsLast ? std::max<int64_t>(1, kMaxBlock / channels)
-                                             : (Targets::kRows ? kMaxBlock : 1);
+  // A group of pooled elements at a time: up to kMaxBlock pixels of a row in
+  // NCHW; in channels_last as many whole pixels as fit in kMaxBlock (few
+  // channels: much of a row) or a pixel's channels kMaxBlock at a time.
+  const int64_t group_pixels = std::max<int64_t>(1, kMaxBlock / channels);
   const int64_t group_c = std::min(channels, kMaxBlock);
   for (int64_t ph = 0; ph < pooled_h; ++ph) {
     targets_of.start_row(ph, ph * pooled_w * channels, channels);
