@@ -2,7 +2,10 @@
 
 Environment: POOLX_CPU_ONLY=1 skips CUDA; FORCE_CUDA=1 builds CUDA kernels even
 without a visible GPU; TORCH_CUDA_ARCH_LIST picks the architectures; DEBUG=1
-builds without optimization and with debug info.
+builds without optimization and with debug info; POOLX_CUDA_EMULATION=1 builds
+the CUDA kernels with the host compiler and runs them on CPU tensors instead of
+the CPU kernels (csrc/cuda/emulation/launch_model.h), for testing them without
+a GPU.
 """
 
 import glob
@@ -83,13 +86,31 @@ def sources(pattern):
     return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
 
 
-def write_build_config(with_cuda, why, mode):
+def emulated_cuda_sources():
+    """One wrapper per csrc/cuda/*.cu that compiles it, unmodified, with the host
+    compiler against the emulated launch model."""
+    folder = os.path.join("build", "cuda_emulation")
+    os.makedirs(os.path.join(ROOT, folder), exist_ok=True)
+    wrappers = []
+    for cu in sources("csrc/cuda/*.cu"):
+        wrapper = os.path.join(folder, os.path.basename(cu)[: -len(".cu")] + "_emulated.cpp")
+        text = (f"// Written by setup.py: {cu} for the emulation build.\n"
+                f'#include "device_code.h"\n#include "{os.path.join(ROOT, cu)}"\n')
+        path = os.path.join(ROOT, wrapper)
+        if not os.path.exists(path) or open(path).read() != text:
+            with open(path, "w") as f:
+                f.write(text)
+        wrappers.append(wrapper)
+    return wrappers
+
+
+def write_build_config(with_cuda, why, mode, emulation=False):
     """poolx/_build_config.py: what this build compiled, for poolx.show_config()."""
     archs = os.environ.get("TORCH_CUDA_ARCH_LIST", "torch's default") if with_cuda else ""
     with open(os.path.join(ROOT, "poolx", "_build_config.py"), "w") as f:
         f.write('"""Written by setup.py at build time."""\n\n')
         f.write(f"CUDA_KERNELS = {with_cuda!r}\nCUDA_REASON = {why!r}\n")
-        f.write(f"CUDA_ARCHS = {archs!r}\nCUDA_EMULATION = False\nBUILD_MODE = {mode!r}\n")
+        f.write(f"CUDA_ARCHS = {archs!r}\nCUDA_EMULATION = {emulation!r}\nBUILD_MODE = {mode!r}\n")
         f.write(f"BUILT_WITH_TORCH = {torch.__version__!r}\n")
 
 
@@ -106,7 +127,14 @@ def extension():
         extra_link_args=["-fopenmp"],
         py_limited_api=False,
     )
-    if with_cuda:
+    emulation = env_flag("POOLX_CUDA_EMULATION")
+    if emulation:
+        with_cuda, why = False, "POOLX_CUDA_EMULATION=1: the CUDA kernels run on CPU tensors"
+        kwargs["include_dirs"].insert(0, os.path.join(ROOT, "csrc", "cuda", "emulation"))
+        cxx += ["-DPOOLX_CUDA_EMULATION", "-Wno-unknown-pragmas"]  # the kernels' #pragma unroll
+        srcs = common + ["csrc/cuda/kernels_cuda.cpp"] + emulated_cuda_sources()
+        ext = CppExtension(sources=srcs, extra_compile_args={"cxx": cxx}, **kwargs)
+    elif with_cuda:
         nvcc = opt + [
             "-lineinfo",
             "--expt-relaxed-constexpr",
@@ -121,9 +149,11 @@ def extension():
         srcs = common + ["csrc/cuda/no_cuda.cpp"]
         ext = CppExtension(sources=srcs, extra_compile_args={"cxx": cxx}, **kwargs)
     mode = "debug" if debug else "release"
-    write_build_config(with_cuda, why, mode)
-    print(f"poolx: building CPU kernels{' + CUDA kernels' if with_cuda else ''} ({mode}); "
-          f"CUDA: {'yes' if with_cuda else 'no'} ({why})")
+    write_build_config(with_cuda, why, mode, emulation)
+    kernels = "CPU kernels" + (" + CUDA kernels" if with_cuda else "")
+    if emulation:
+        kernels = "CUDA kernels emulated on the CPU"
+    print(f"poolx: building {kernels} ({mode}); CUDA: {'yes' if with_cuda else 'no'} ({why})")
     for s in ext.sources:
         print(f"poolx:   {s}")
     return ext

@@ -221,9 +221,10 @@ Tensor max_unpool2d(const Tensor& input, const Tensor& indices, IntArrayRef outp
               "), but got indices.device=", indices.device());
   check_numel_fits(input.sizes().slice(0, input.dim() - 2), output_size[0], output_size[1],
                    "output_size", op);
-  // The CPU kernel checks each index as it scatters; elsewhere one pass first.
+  // The CPU kernel checks each index as it scatters; the CUDA kernel (also in
+  // the emulation build, on CPU tensors) trusts them, so one pass first.
   const int64_t plane = output_size[0] * output_size[1];
-  if (!input.is_cpu() && indices.numel() > 0) {
+  if (K != &cpu_kernels && indices.numel() > 0) {
     const auto [lo_t, hi_t] = at::aminmax(indices);
     const int64_t lo = lo_t.item<int64_t>(), hi = hi_t.item<int64_t>();  // one sync each
     TORCH_CHECK(lo >= 0 && hi < plane, op, ": Found an invalid max index: ", lo < 0 ? lo : hi,
@@ -274,5 +275,10 @@ TORCH_LIBRARY(poolx, m) {
   m.def("cpu_isa() -> str", []() -> std::string { return poolx::cpu_fast_paths().isa; });
 }
 
+#ifdef POOLX_CUDA_EMULATION
+// The emulation build runs the CUDA kernels on CPU tensors (csrc/cuda/emulation).
+TORCH_LIBRARY_IMPL(poolx, CPU, m) { poolx::register_backend<poolx::cuda_kernels>(m); }
+#else
 TORCH_LIBRARY_IMPL(poolx, CPU, m) { poolx::register_backend<poolx::cpu_kernels>(m); }
 TORCH_LIBRARY_IMPL(poolx, CUDA, m) { poolx::register_backend<poolx::cuda_kernels>(m); }
+#endif

@@ -2,10 +2,32 @@
 
 import contextlib
 
+import pytest
 import torch
 import torch.nn.functional as F
 
+from poolx import _build_config
 from poolx import _geometry as geo
+
+# The emulation build (POOLX_CUDA_EMULATION=1) runs the CUDA kernels on CPU
+# tensors, so CPU results there follow torch's CUDA semantics.
+CUDA_EMULATION = _build_config.CUDA_EMULATION
+
+
+def sums_like_cuda(t):
+    """Whether poolx sums a float16/bfloat16 gradient for `t` as torch's CUDA
+    kernel does (in float32, rounded once) rather than its CPU kernel (rounded
+    after every add)."""
+    return t.is_cuda or CUDA_EMULATION
+
+
+def raises_bad_argmax(message):
+    """pytest.raises for an argmax value that names no tap of its window: on
+    CPU an IndexError with `message`; the CUDA kernels assert on the device, as
+    torch's do for bad unpool indices (the emulation build raises that too)."""
+    if CUDA_EMULATION:
+        return pytest.raises(RuntimeError, match="device-side assert triggered")
+    return pytest.raises(IndexError, match=message)
 
 
 def assert_identical(actual, expected, what, check_stride=True):
@@ -85,29 +107,35 @@ def routed_grad(grad_out, indices, in_hw, dtype=None):
     """Gradient of the input: each window's gradient added at its index, in
     output row-major order (torch's order), skipping indices outside the plane."""
     dtype = grad_out.dtype if dtype is None else dtype
-    go = grad_out.detach().cpu().to(dtype).reshape(-1, indices.shape[-2] * indices.shape[-1])
+    summed = dtype
+    if sums_like_cuda(grad_out) and dtype in (torch.float16, torch.bfloat16):
+        summed = torch.float32  # rounded once at the end
+    go = grad_out.detach().cpu().to(dtype).to(summed)
+    go = go.reshape(-1, indices.shape[-2] * indices.shape[-1])
     idx = indices.cpu().reshape(go.shape)
     plane = in_hw[0] * in_hw[1]
-    out = torch.zeros(go.shape[0], plane, dtype=dtype)
+    out = torch.zeros(go.shape[0], plane, dtype=summed)
     for p in range(go.shape[0]):
         for o in range(go.shape[1]):
             i = int(idx[p, o])
             if 0 <= i < plane:
                 out[p, i] += go[p, o]
-    return out.reshape(*grad_out.shape[:-2], *in_hw)
+    return out.to(dtype).reshape(*grad_out.shape[:-2], *in_hw)
 
 
 def torch_grad(x, pool, grad_out):
     """torch's input gradient for x's device, in torch's layout. torch's CPU
     kernel adds into the float16/bfloat16 gradient (rounding after every add),
     its CUDA kernel sums in float32 and rounds once; poolx does as torch does on
-    each, so on CUDA the reference is the float32 gradient rounded once."""
+    each, so on CUDA the reference is the float32 gradient rounded once.
+    `pool`: a Pool, or max_pool2d's keyword arguments."""
+    kwargs = pool if isinstance(pool, dict) else pool.kwargs()
     with single_threaded():
         xr = x.detach().cpu().requires_grad_()
-        (g,) = torch.autograd.grad(F.max_pool2d(xr, **pool.kwargs()), xr, grad_out.cpu())
-        if x.is_cuda and x.dtype in (torch.float16, torch.bfloat16):
+        (g,) = torch.autograd.grad(F.max_pool2d(xr, **kwargs), xr, grad_out.cpu())
+        if sums_like_cuda(x) and x.dtype in (torch.float16, torch.bfloat16):
             xw = xr.detach().float().requires_grad_()
             grad_w = grad_out.cpu().float()
-            (gw,) = torch.autograd.grad(F.max_pool2d(xw, **pool.kwargs()), xw, grad_w)
+            (gw,) = torch.autograd.grad(F.max_pool2d(xw, **kwargs), xw, grad_w)
             g = g.copy_(gw)
     return g

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import poolx
 from poolx import _geometry as geo
 
-from reference import decode_argmax, routed_grad
+from reference import CUDA_EMULATION, decode_argmax, raises_bad_argmax, routed_grad
 
 # name: (shape, kernel_size, stride, padding, dilation, ceil_mode)
 GEOMETRIES = {
@@ -92,10 +92,12 @@ def test_a_hostile_argmax_raises_in_every_op(name, dtype, channels_last):
             hostile[tuple(pos)] = bad
             where = f"argmax[{', '.join(map(str, pos))}] = {bad} names no tap"
             for op, call in every_op(x, pool, values, hostile).items():
-                with pytest.raises(IndexError, match=re.escape(f"{op}: {where}")):
+                with raises_bad_argmax(re.escape(f"{op}: {where}")):
                     call()
 
 
+@pytest.mark.skipif(CUDA_EMULATION, reason="the CUDA kernels assert on the device, naming no "
+                    "position (the emulation build runs them)")
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
 def test_an_unbatched_argmax_names_its_own_position(channels_last):
     x, pool, values, argmax = pooled("tiled 2x2, 16 channels", torch.float32, channels_last)
@@ -182,7 +184,7 @@ def test_any_argmax_is_accepted_exactly_when_valid(case):
         if valid:
             call()
         else:
-            with pytest.raises(IndexError, match="names no tap"):
+            with raises_bad_argmax("names no tap"):
                 call()
     if valid and inside.any(-1).all():
         kernel, stride, padding, dilation, ceil_mode = pool

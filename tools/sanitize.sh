@@ -7,7 +7,9 @@
 #   (default: tests -m "not slow" --ignore=tests/test_leaks.py
 #    --ignore=tests/test_cuda_compile.py)
 #
-# Environment: POOLX_SANITIZE_DIR keeps the build there (reused when present);
+# Environment: POOLX_CUDA_EMULATION=1 builds the CUDA kernels for the CPU
+# instead (csrc/cuda/emulation) and runs the suite through them;
+# POOLX_SANITIZE_DIR keeps the build there (reused when present);
 # HYPOTHESIS_PROFILE picks the fuzz profile (default ci).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -22,7 +24,7 @@ rm -rf "$reports" && mkdir -p "$reports"
   (cd "$repo" && xargs -0 cp --parents -t "$work")
 
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"
-echo "sanitize: building in $work"
+echo "sanitize: building in $work${POOLX_CUDA_EMULATION:+ (the CUDA kernels, emulated)}"
 (cd "$work" && POOLX_CPU_ONLY=1 MAX_JOBS="${MAX_JOBS:-2}" CFLAGS="$flags" CXXFLAGS="$flags" \
   LDFLAGS="-fsanitize=address,undefined" python3 setup.py build_ext --inplace >"$work/build.log" 2>&1) ||
   { tail -30 "$work/build.log"; exit 1; }

@@ -62,7 +62,11 @@ cudaError_t launch(Kernel kernel, int64_t work, cudaStream_t stream, Args... arg
   unsigned blocks = 0;
   const cudaError_t err = blocks_for(work, &blocks);
   if (err != cudaSuccess || blocks == 0) return err;
+#ifdef POOLX_CUDA_EMULATION
+  cuda_emulation::run_grid(blocks, kThreads, [&] { kernel(args...); });
+#else
   kernel<<<blocks, kThreads, 0, stream>>>(args...);
+#endif
   return cudaGetLastError();
 }
 
@@ -72,7 +76,13 @@ cudaError_t launch_for_each_element(const Layout4d& l, const Body& body, cudaStr
 }
 
 // Vector memory access: N elements moved in chunks of at most 16 bytes, each
-// chunk one load/store instruction. Pointers must be aligned to chunk_bytes.
+// chunk one load/store instruction. Pointers must be aligned to chunk_bytes
+// (a GPU faults otherwise; the emulation build checks).
+#ifdef POOLX_CUDA_EMULATION
+#define POOLX_CHECK_VECTOR_ACCESS(p, bytes) cuda_emulation::check_vector_access(p, bytes)
+#else
+#define POOLX_CHECK_VECTOR_ACCESS(p, bytes)
+#endif
 template <int Bytes>
 struct RawVec;
 template <>
@@ -111,6 +121,7 @@ __device__ __forceinline__ void load_vectors(const T* __restrict__ src, T* dst) 
   using R = typename RawVec<chunk_bytes<T, N>()>::type;
 #pragma unroll
   for (int i = 0; i < N; i += kChunk) {
+    POOLX_CHECK_VECTOR_ACCESS(src + i, sizeof(R));
     const R raw = *reinterpret_cast<const R*>(src + i);
     memcpy(dst + i, &raw, sizeof(R));
   }
@@ -124,6 +135,7 @@ __device__ __forceinline__ void store_vectors(T* __restrict__ dst, const T* src)
   for (int i = 0; i < N; i += kChunk) {
     R raw;
     memcpy(&raw, src + i, sizeof(R));
+    POOLX_CHECK_VECTOR_ACCESS(dst + i, sizeof(R));
     *reinterpret_cast<R*>(dst + i) = raw;
   }
 }

@@ -1,0 +1,3 @@
+// The CUDA runtime API as the emulation build sees it.
+#pragma once
+#include "launch_model.h"

@@ -1,0 +1,127 @@
+// The CUDA launch model on the CPU, for the emulation build
+// (POOLX_CUDA_EMULATION=1, see setup.py): the unmodified kernels in
+// csrc/cuda/*.cu compile with the host compiler against this header, and the
+// test suite runs them on CPU tensors.
+//
+// It executes every (block, thread) of a grid, one thread after another, and
+// makes the GPU's failure modes visible on the CPU: blocks and the threads of
+// a block run in a shuffled order (a kernel that depends on order fails), the
+// device reports one multiprocessor (grids stay small, so grid-stride loops
+// stride), a vector access that a GPU would fault on for misalignment raises,
+// and a device-side assert raises instead of aborting the process. The
+// kernels use no shared memory and no barriers, so running threads to
+// completion one at a time is a legal schedule.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+using uint3 = dim3;
+// CUDA's vector types and their alignment (a misaligned access faults).
+struct alignas(8) uint2 {
+  unsigned x, y;
+};
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+
+// The built-in variables of the thread now running.
+inline thread_local uint3 threadIdx, blockIdx;
+inline thread_local dim3 blockDim, gridDim;
+
+inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll(static_cast<uint64_t>(x)); }
+
+// Threads run one at a time, so an atomic is a plain read-modify-write.
+template <typename T>
+T atomicMax(T* address, T value) {
+  const T old = *address;
+  if (value > old) *address = value;
+  return old;
+}
+
+using cudaError_t = int;
+constexpr cudaError_t cudaSuccess = 0;
+constexpr cudaError_t cudaErrorMisalignedAddress = 716;
+using cudaStream_t = struct EmulatedStream*;
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline const char* cudaGetErrorString(cudaError_t err) {
+  return err == cudaSuccess ? "no error" : "error (emulated CUDA)";
+}
+inline cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int) {
+  *value = attr == cudaDevAttrMultiProcessorCount ? 1 : 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+
+namespace poolx {
+namespace cuda_emulation {
+
+// What a GPU reports as a failed launch or a device-side assert.
+struct DeviceFault : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] inline void device_assert_failed(const char* condition, const char* file, int line) {
+  throw DeviceFault(std::string("CUDA error: device-side assert triggered (emulated): ") +
+                    condition + " at " + file + ":" + std::to_string(line));
+}
+
+// A GPU faults on a vector access that is not aligned to its size.
+inline void check_vector_access(const void* p, size_t bytes) {
+  if (reinterpret_cast<uintptr_t>(p) % bytes != 0) {
+    throw DeviceFault("CUDA error: misaligned address (emulated): a " + std::to_string(bytes) +
+                      "-byte vector access at " + std::to_string(reinterpret_cast<uintptr_t>(p)));
+  }
+}
+
+// 0, 1, ..., n - 1 in an order drawn afresh for every launch.
+inline std::vector<unsigned> shuffled(unsigned n, std::mt19937& rng) {
+  std::vector<unsigned> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
+
+// Runs `thread_body` once for every thread of a 1-D grid.
+template <typename ThreadBody>
+void run_grid(unsigned blocks, unsigned threads, const ThreadBody& thread_body) {
+  static std::atomic<uint64_t> launches{0};
+  std::mt19937 rng(static_cast<uint32_t>(launches++));
+  gridDim = dim3{blocks, 1, 1};
+  blockDim = dim3{threads, 1, 1};
+  for (unsigned b : shuffled(blocks, rng)) {
+    blockIdx = uint3{b, 0, 0};
+    for (unsigned t : shuffled(threads, rng)) {
+      threadIdx = uint3{t, 0, 0};
+      thread_body();
+    }
+  }
+}
+
+}  // namespace cuda_emulation
+}  // namespace poolx
