@@ -119,9 +119,36 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     kernel = _pair(kernel_size)
     stride = kernel if stride is None else _pair(stride)
     padding = _pair(padding)
-    # torch's own size rule and error messages for output_size.
-    out_hw = F._unpool_output_size(input, kernel, stride, padding, output_size)
-    return unpool_by_indices(input, indices, tuple(out_hw))
+    return unpool_by_indices(input, indices, _unpool_hw(input, kernel, stride, padding, output_size))
+
+
+# (input H, W, kernel, stride, padding, output_size) -> the unpooled (H, W): a
+# model unpools the same shapes every step, and torch's rule costs more than
+# a small unpool's kernel.
+_UNPOOL_HW = {}
+
+
+def _unpool_hw(input, kernel, stride, padding, output_size):
+    """torch's output-size rule and error messages (F._unpool_output_size),
+    worked out once per distinct call."""
+    key = None
+    if not torch.compiler.is_compiling():
+        try:
+            sizes = () if output_size is None else tuple(output_size)
+            # plain ints only (torch.Size holds them): 2.0 would hash as 2
+            if all(type(v) is int for v in (*kernel, *stride, *padding, *sizes)):
+                key = (tuple(input.shape[-2:]), kernel, stride, padding, output_size is None, sizes)
+                return _UNPOOL_HW[key]
+        except (KeyError, TypeError):  # a new call, or an output_size that is no sequence
+            pass
+    hw = tuple(F._unpool_output_size(input, kernel, stride, padding, output_size))
+    for pos, size in enumerate(hw):
+        if not isinstance(size, (int, torch.SymInt)):  # torch's argument parser's error
+            raise TypeError(f"max_unpool2d(): argument 'output_size' (position 3) must be tuple "
+                            f"of ints, but found element of type {type(size).__name__} at pos {pos}")
+    if key is not None and len(_UNPOOL_HW) < 1024:
+        _UNPOOL_HW[key] = hw
+    return hw
 
 
 def max_unpool2d_argmax(

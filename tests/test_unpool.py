@@ -338,3 +338,22 @@ def test_an_invalid_index_in_any_plane_raises(channels_last, bad):
         poolx.max_unpool2d(values, indices, 2)
 
 
+
+
+def test_output_size_rule_is_torchs_on_every_call():
+    """poolx works out an output size once per distinct call and keeps it:
+    repeated and interleaved calls, valid and invalid, still give torch's
+    sizes and torch's errors every time."""
+    values, indices = F.max_pool2d(torch.randn(1, 2, 6, 10), 2, return_indices=True)
+    sizes = [None, (6, 10), [7, 11], torch.Size([1, 2, 6, 11]), (9, 10), [6], [6.0, 10.0], 7]
+    for _ in range(2):
+        for kernel in (2, (2, 2)):
+            for output_size in sizes:
+                try:
+                    expected = F.max_unpool2d(values, indices, kernel, output_size=output_size)
+                except Exception as error:
+                    with pytest.raises(type(error), match=re.escape(str(error))):
+                        poolx.max_unpool2d(values, indices, kernel, output_size=output_size)
+                else:
+                    got = poolx.max_unpool2d(values, indices, kernel, output_size=output_size)
+                    assert torch.equal(got, expected), output_size
