@@ -5,10 +5,11 @@
 //
 // It executes every (block, thread) of a grid, one thread after another, and
 // makes the GPU's failure modes visible on the CPU: blocks and the threads of
-// a block run in a shuffled order (a kernel that depends on order fails), the
-// device reports one multiprocessor (grids stay small, so grid-stride loops
-// stride), a vector access that a GPU would fault on for misalignment raises,
-// and a device-side assert raises instead of aborting the process. The
+// a block run in reverse or shuffled order (a kernel that depends on order
+// fails), the device reports one multiprocessor (grids stay small, so
+// grid-stride loops stride), a vector access that a GPU would fault on for
+// misalignment raises, and a device-side assert raises instead of aborting
+// the process. The
 // kernels use no shared memory and no barriers, so running threads to
 // completion one at a time is a legal schedule.
 #pragma once
@@ -99,11 +100,16 @@ inline void check_vector_access(const void* p, size_t bytes) {
   }
 }
 
-// 0, 1, ..., n - 1 in an order drawn afresh for every launch.
-inline std::vector<unsigned> shuffled(unsigned n, std::mt19937& rng) {
+// 0, 1, ..., n - 1 in reverse (launch 0, 2, 4, ...) or in an order drawn
+// afresh (launch 1, 3, 5, ...).
+inline std::vector<unsigned> run_order(unsigned n, uint64_t launch, std::mt19937& rng) {
   std::vector<unsigned> order(n);
   std::iota(order.begin(), order.end(), 0u);
-  std::shuffle(order.begin(), order.end(), rng);
+  if (launch % 2 == 0) {
+    std::reverse(order.begin(), order.end());
+  } else {
+    std::shuffle(order.begin(), order.end(), rng);
+  }
   return order;
 }
 
@@ -111,12 +117,13 @@ inline std::vector<unsigned> shuffled(unsigned n, std::mt19937& rng) {
 template <typename ThreadBody>
 void run_grid(unsigned blocks, unsigned threads, const ThreadBody& thread_body) {
   static std::atomic<uint64_t> launches{0};
-  std::mt19937 rng(static_cast<uint32_t>(launches++));
+  const uint64_t launch = launches++;
+  std::mt19937 rng(static_cast<uint32_t>(launch));
   gridDim = dim3{blocks, 1, 1};
   blockDim = dim3{threads, 1, 1};
-  for (unsigned b : shuffled(blocks, rng)) {
+  for (unsigned b : run_order(blocks, launch, rng)) {
     blockIdx = uint3{b, 0, 0};
-    for (unsigned t : shuffled(threads, rng)) {
+    for (unsigned t : run_order(threads, launch, rng)) {
       threadIdx = uint3{t, 0, 0};
       thread_body();
     }
