@@ -16,9 +16,9 @@
 namespace poolx {
 
 struct Pool2dKernels {
-  // values and argmax from input; argmax undefined for the value-only path
+  // values, and argmax and int64 indices where defined, from input in one pass
   void (*forward)(const at::Tensor& input, const at::Tensor& values, const at::Tensor& argmax,
-                  const Pool2dGeometry& g);
+                  const at::Tensor& indices, const Pool2dGeometry& g);
   // grad_input from grad_output and argmax
   bool (*backward)(const at::Tensor& grad_output, const at::Tensor& argmax,
                    const at::Tensor& grad_input, const Pool2dGeometry& g);

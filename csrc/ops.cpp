@@ -4,8 +4,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include <sstream>
-
+#include "argmax_problem.h"
 #include "cpu/fast_paths.h"
 #include "kernels.h"
 #include "pool_args.h"
@@ -17,9 +16,9 @@ namespace {
 using at::IntArrayRef;
 using at::Tensor;
 
-using KernelsFn = const Pool2dKernels& (*)();
-
-Tensor unbatch_like(const Tensor& t, const Tensor& like) { return like.dim() == 3 ? t.squeeze(0) : t; }
+Tensor unbatch_like(const Tensor& t, const Tensor& like) {
+  return like.dim() == 3 && t.defined() ? t.squeeze(0) : t;
+}
 
 at::TensorOptions layout_of(const Tensor& like, at::MemoryFormat format) {
   return like.options().memory_format(format);
@@ -43,75 +42,54 @@ void check_pool_dtype(const Tensor& t, const char* name, const char* op, bool al
                               ".dtype=", t.scalar_type());
 }
 
+// What a forward writes beside the values.
+enum class Pooled { kValues, kArgmax, kArgmaxAndIndices };
+
 template <KernelsFn K>
-std::tuple<Tensor, Tensor> pool_forward(const Tensor& input, IntArrayRef kernel_size,
-                                        IntArrayRef stride, IntArrayRef padding,
-                                        IntArrayRef dilation, bool ceil_mode, bool with_argmax) {
+std::tuple<Tensor, Tensor, Tensor> pool_forward(const Tensor& input, IntArrayRef kernel_size,
+                                                IntArrayRef stride, IntArrayRef padding,
+                                                IntArrayRef dilation, bool ceil_mode,
+                                                Pooled what) {
   const char* op = "max_pool2d";
   const Pool2dGeometry g =
       forward_geometry(input, {kernel_size, stride, padding, dilation, ceil_mode}, op);
   check_pool_dtype(input, "input", op, /*allow_integral=*/true);
   const at::MemoryFormat format = pool_memory_format(input);
   const Tensor in4 = as_batched(input, format);
-  const Tensor values = empty_pooled(in4, g, layout_of(in4, format));
-  const Tensor argmax =
-      with_argmax ? empty_pooled(in4, g, layout_of(in4, format).dtype(argmax_dtype(g))) : Tensor();
-  if (values.numel() > 0) K().forward(in4, values, argmax, g);
-  return {unbatch_like(values, input), with_argmax ? unbatch_like(argmax, input) : Tensor()};
+  const at::TensorOptions opts = layout_of(in4, format);
+  const Tensor values = empty_pooled(in4, g, opts);
+  Tensor argmax, indices;
+  if (what != Pooled::kValues) argmax = empty_pooled(in4, g, opts.dtype(argmax_dtype(g)));
+  if (what == Pooled::kArgmaxAndIndices) indices = empty_pooled(in4, g, opts.dtype(at::kLong));
+  if (values.numel() > 0) K().forward(in4, values, argmax, indices, g);
+  return {unbatch_like(values, input), unbatch_like(argmax, input), unbatch_like(indices, input)};
 }
 
 template <KernelsFn K>
 std::tuple<Tensor, Tensor> max_pool2d_argmax(const Tensor& input, IntArrayRef kernel_size,
                                              IntArrayRef stride, IntArrayRef padding,
                                              IntArrayRef dilation, bool ceil_mode) {
-  return pool_forward<K>(input, kernel_size, stride, padding, dilation, ceil_mode, true);
+  const auto out = pool_forward<K>(input, kernel_size, stride, padding, dilation, ceil_mode,
+                                   Pooled::kArgmax);
+  return {std::get<0>(out), std::get<1>(out)};
+}
+
+template <KernelsFn K>
+std::tuple<Tensor, Tensor, Tensor> max_pool2d_indices(const Tensor& input,
+                                                      IntArrayRef kernel_size, IntArrayRef stride,
+                                                      IntArrayRef padding, IntArrayRef dilation,
+                                                      bool ceil_mode) {
+  return pool_forward<K>(input, kernel_size, stride, padding, dilation, ceil_mode,
+                         Pooled::kArgmaxAndIndices);
 }
 
 template <KernelsFn K>
 Tensor max_pool2d_values(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
                          IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
-  return std::get<0>(
-      pool_forward<K>(input, kernel_size, stride, padding, dilation, ceil_mode, false));
+  return std::get<0>(pool_forward<K>(input, kernel_size, stride, padding, dilation, ceil_mode,
+                                     Pooled::kValues));
 }
 
-// Validated geometry plus 4-D argmax and companion tensor in argmax's layout.
-struct ArgmaxProblem {
-  Pool2dGeometry g;
-  at::MemoryFormat format;
-  Tensor argmax;     // 4-D
-  Tensor companion;  // 4-D, pooled shape (grad_output, values) or undefined
-};
-
-// Where a kernel found an argmax value that names no tap of its window inside
-// the input (a user's argmax may hold anything): the error, naming the op,
-// the position and the value.
-template <KernelsFn K>
-[[noreturn]] C10_NOINLINE void invalid_argmax(const Tensor& user_argmax, const Tensor& argmax4,
-                                              const Pool2dGeometry& g, const char* op) {
-  const int64_t bad = K().first_invalid_argmax(argmax4, g);
-  TORCH_INTERNAL_ASSERT(bad >= 0, op, ": a kernel rejected an argmax that holds no invalid value");
-  const Layout4d::Coord at = poolx::layout_of(argmax4).coord(bad);
-  std::ostringstream where;
-  where << "argmax[" << (user_argmax.dim() == 4 ? std::to_string(at.n) + ", " : "") << at.c
-        << ", " << at.h << ", " << at.w << "] = " << argmax4[at.n][at.c][at.h][at.w].item<int64_t>();
-  TORCH_CHECK_INDEX(false, op, ": ", where.str(), " names no tap of its ", g.kernel_h, "x",
-                    g.kernel_w, " window inside the ", g.in_h, "x", g.in_w, " input (stride ",
-                    g.stride_h, "x", g.stride_w, ", padding ", g.pad_h, "x", g.pad_w,
-                    ", dilation ", g.dilation_h, "x", g.dilation_w,
-                    "); an argmax must come from max_pool2d_with_argmax with the same arguments");
-}
-
-ArgmaxProblem argmax_problem(const Tensor& argmax, const Tensor& companion, IntArrayRef input_hw,
-                             IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
-                             IntArrayRef dilation, bool ceil_mode, const char* op) {
-  const Tensor& shaped = companion.defined() ? companion : argmax;
-  const Pool2dGeometry g = output_geometry(
-      shaped, input_hw, {kernel_size, stride, padding, dilation, ceil_mode}, op);
-  check_argmax(argmax, shaped, g, op);
-  const at::MemoryFormat format = pool_memory_format(argmax);
-  return {g, format, as_batched(argmax, format),
-          companion.defined() ? as_batched(companion, format) : Tensor()};
-}
 
 template <KernelsFn K>
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& argmax, IntArrayRef input_hw,
@@ -243,6 +221,7 @@ Tensor max_unpool2d(const Tensor& input, const Tensor& indices, IntArrayRef outp
 template <KernelsFn K>
 void register_backend(torch::Library& m) {
   m.impl("max_pool2d_argmax", &max_pool2d_argmax<K>);
+  m.impl("max_pool2d_indices", &max_pool2d_indices<K>);
   m.impl("max_pool2d_values", &max_pool2d_values<K>);
   m.impl("max_pool2d_backward", &max_pool2d_backward<K>);
   m.impl("gather_by_argmax", &gather_by_argmax<K>);
@@ -259,6 +238,9 @@ void register_backend(torch::Library& m) {
 
 TORCH_LIBRARY(poolx, m) {
   m.def("max_pool2d_argmax(Tensor input, " POOL_ARGS ") -> (Tensor values, Tensor argmax)");
+  // return_indices: the argmax (which backward saves) and torch's int64 indices, in one pass
+  m.def("max_pool2d_indices(Tensor input, " POOL_ARGS
+        ") -> (Tensor values, Tensor argmax, Tensor indices)");
   m.def("max_pool2d_values(Tensor input, " POOL_ARGS ") -> Tensor");
   m.def("max_pool2d_backward(Tensor grad_output, Tensor argmax, SymInt[2] input_size, " POOL_ARGS
         ") -> Tensor");

@@ -53,6 +53,27 @@ class MaxPool2dArgmax(torch.autograd.Function):
         return gather_at_argmax(input_tangent, argmax, *ctx.pool_args), None
 
 
+class MaxPool2dIndices(MaxPool2dArgmax):
+    """(values, argmax, indices) in one pass (return_indices); saves only the argmax."""
+
+    @staticmethod
+    def forward(input, kernel, stride, padding, dilation, ceil_mode):
+        return _kernel(ops.max_pool2d_indices, input, kernel, stride, padding, dilation, ceil_mode)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        MaxPool2dArgmax.setup_context(ctx, inputs, output)
+        ctx.mark_non_differentiable(output[1], output[2])  # replaces the first mark
+
+    @staticmethod
+    def backward(ctx, grad_values, _grad_argmax, _grad_indices):
+        return MaxPool2dArgmax.backward(ctx, grad_values, _grad_argmax)
+
+    @staticmethod
+    def jvp(ctx, input_tangent, *_):
+        return (*MaxPool2dArgmax.jvp(ctx, input_tangent), None)
+
+
 class MaxPool2dValues(torch.autograd.Function):
     """values only; saves the input and recomputes the argmax when needed."""
 
@@ -209,6 +230,10 @@ def _call(op, function, tensor, *args):
 
 def pool_argmax(input, *pool_args):
     return _call(ops.max_pool2d_argmax, MaxPool2dArgmax, input, *pool_args)
+
+
+def pool_indices(input, *pool_args):
+    return _call(ops.max_pool2d_indices, MaxPool2dIndices, input, *pool_args)
 
 
 def pool_values(input, *pool_args):

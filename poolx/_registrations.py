@@ -24,6 +24,13 @@ def _max_pool2d_argmax_fake(input, kernel, stride, padding, dilation, ceil_mode)
     return _pooled(input, *args), _pooled(input, *args, dtype=geo.argmax_dtype(kernel))
 
 
+@torch.library.register_fake("poolx::max_pool2d_indices")
+def _max_pool2d_indices_fake(input, kernel, stride, padding, dilation, ceil_mode):
+    args = (kernel, stride, padding, dilation, ceil_mode)
+    values, argmax = _max_pool2d_argmax_fake(input, *args)
+    return values, argmax, _pooled(input, *args, dtype=torch.int64)
+
+
 @torch.library.register_fake("poolx::max_pool2d_values")
 def _max_pool2d_values_fake(input, kernel, stride, padding, dilation, ceil_mode):
     return _pooled(input, kernel, stride, padding, dilation, ceil_mode)

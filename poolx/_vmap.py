@@ -10,6 +10,7 @@ from poolx._library import ops
 # and pooling arguments, never batched)
 TENSOR_ARGS = {
     "max_pool2d_argmax": 1,
+    "max_pool2d_indices": 1,
     "max_pool2d_values": 1,
     "max_pool2d_backward": 2,
     "gather_by_argmax": 2,
@@ -30,14 +31,15 @@ def _batched_rule(op, num_tensors):
         tensors = [_vmapped_first(t, d, size) for t, d in zip(args, in_dims[:num_tensors])]
         rest = args[num_tensors:]
         ranks = {t.dim() - 1 for t in tensors}
+        dims = lambda out: (0,) * len(out) if isinstance(out, tuple) else 0  # noqa: E731
         if ranks == {3}:  # (C, H, W) samples: the vmapped dim is the batch
             out = op(*tensors, *rest)
-            return out, (0, 0) if isinstance(out, tuple) else 0
+            return out, dims(out)
         if ranks == {4}:  # (N, C, H, W) samples: vmapped dim and N merge
             batch = tensors[0].shape[1]
             out = op(*[t.flatten(0, 1) for t in tensors], *rest)
             split = lambda o: o.unflatten(0, (size, batch))  # noqa: E731
-            return (tuple(map(split, out)), (0, 0)) if isinstance(out, tuple) else (split(out), 0)
+            return (tuple(map(split, out)) if isinstance(out, tuple) else split(out)), dims(out)
         # Any other rank: the op's own error, from a call on one sample's shapes.
         op(*[t.new_empty(t.shape[1:]) for t in tensors], *rest)
         raise AssertionError(f"{op} accepted samples of ranks {sorted(ranks)}")

@@ -7,6 +7,7 @@ from torch.nn.modules.utils import _pair
 from poolx import _geometry as geo
 from poolx._functions import (
     pool_argmax,
+    pool_indices,
     pool_values,
     route_to_input,
     unpool_by_argmax,
@@ -52,8 +53,7 @@ def max_pool2d(
     check_save(save, return_indices)
     params = geo.pool_params(kernel_size, stride, padding, dilation)
     if return_indices:
-        values, argmax = pool_argmax(input, *params, ceil_mode)
-        indices = ops.argmax_to_indices(argmax, tuple(input.shape[-2:]), *params, ceil_mode)
+        values, _, indices = pool_indices(input, *params, ceil_mode)
         return values, indices
     if _needs_grad(input) and save == "argmax":
         return pool_argmax(input, *params, ceil_mode)[0]

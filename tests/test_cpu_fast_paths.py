@@ -33,7 +33,9 @@ GEOMETRIES = [
     ((3, 3), (2, 2), (1, 1), (2, 1)),
     ((3, 2), (2, 2), (1, 1), (2, 2)),
 ]
-SHAPES = [(2, 3, 9, 37), (1, 1, 33, 70), (1, 19, 6, 7), (2, 40, 5, 34)]
+# (1, 16, 6, 32): rows of whole 16-element groups, which return_indices
+# writes by streaming stores (with the `stores` fixture)
+SHAPES = [(2, 3, 9, 37), (1, 1, 33, 70), (1, 19, 6, 7), (2, 40, 5, 34), (1, 16, 6, 32)]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
 
@@ -76,6 +78,9 @@ def check_case(shape, dtype, channels_last, geometry, ceil_mode):
     assert_identical(values, ref)
     assert values.is_contiguous(memory_format=torch.channels_last) == channels_last or x.size(1) == 1
     indices = poolx.argmax_to_indices(argmax, x.shape, **args)
+    torch.testing.assert_close(indices, ref_idx, rtol=0, atol=0)
+    values, indices = poolx.max_pool2d(x, return_indices=True, **args)
+    assert_identical(values, ref)
     torch.testing.assert_close(indices, ref_idx, rtol=0, atol=0)
     grad = poolx.max_pool2d_backward(g, argmax, x.shape, **args)
     assert_identical(grad, torch_grad(x, args, g))

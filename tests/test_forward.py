@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import poolx
+from poolx import _geometry as geo
 from inputs import FLOAT_DTYPES, GRID, INT_DTYPES, layouts, random_values
 from reference import assert_identical, decode_argmax, torch_pool
 
@@ -35,6 +36,25 @@ def test_matches_torch(dtype, device):
             assert argmax.shape == values.shape and argmax.stride() == values.stride(), what
             decoded = decode_argmax(argmax, x.shape[-2:], pool)
             assert_identical(decoded, indices, f"decoded argmax of {what}", check_stride=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+def test_return_indices_op_writes_the_argmax_too(dtype, device, stores):
+    """max_pool2d_indices (return_indices, one pass) also writes the argmax that
+    backward saves: the same as max_pool2d_argmax's, its indices those that
+    argmax_to_indices derives from it."""
+    ops = torch.ops.poolx
+    for pool in GRID:
+        args = [list(a) for a in geo.pool_params(*pool.args()[:4])] + [pool.ceil_mode]
+        make = lambda shape: random_values(shape, dtype, device)  # noqa: E731
+        for layout, x in layouts((2, 16, *pool.hw), make):
+            what = f"{pool} | {layout} | {dtype}"
+            values, argmax, indices = ops.max_pool2d_indices(x, *args)
+            want_values, want_argmax = ops.max_pool2d_argmax(x, *args)
+            assert_identical(values, want_values, f"values of {what}")
+            assert_identical(argmax, want_argmax, f"argmax of {what}")
+            want_indices = ops.argmax_to_indices(want_argmax, list(x.shape[-2:]), *args)
+            assert_identical(indices, want_indices, f"indices of {what}")
 
 
 def test_module_and_functional_defaults(device):

@@ -55,6 +55,26 @@ def test_forward_mode_ad(device, save):
     exact(ours.tangent, ref.tangent)
 
 
+@pytest.mark.parametrize("config", CONFIGS, ids=["tiled", "overlapping"])
+def test_return_indices_under_transforms_matches_torch(device, config):
+    x = torch.randn(2, 3, 9, 10, device=device, dtype=torch.float64)
+    tangent = torch.randn_like(x)
+    ours = lambda a: poolx.max_pool2d(a, **config, return_indices=True)  # noqa: E731
+    ref = lambda a: F.max_pool2d(a, **config, return_indices=True)  # noqa: E731
+    (primal, dot), (ref_primal, ref_dot) = (torch.func.jvp(f, (x,), (tangent,)) for f in (ours, ref))
+    for got, want in zip((*primal, dot[0]), (*ref_primal, ref_dot[0])):
+        exact(got, want)
+    exact(torch.func.grad(lambda a: ours(a)[0].square().sum())(x),
+          torch.func.grad(lambda a: ref(a)[0].square().sum())(x))
+    batch = torch.stack([x, -x, x.flip(-1)])
+    for got, want in zip(torch.func.vmap(ours)(batch), torch.func.vmap(ref)(batch)):
+        exact(got, want)
+    with forward_ad.dual_level():
+        got = forward_ad.unpack_dual(ours(forward_ad.make_dual(x, tangent))[0])
+        want = forward_ad.unpack_dual(ref(forward_ad.make_dual(x, tangent))[0])
+    exact(got.tangent, want.tangent)
+
+
 def test_with_argmax_jvp_gathers_the_tangent(device):
     x = torch.randn(2, 3, 8, 8, device=device)
     tangent = torch.randn_like(x)
@@ -72,7 +92,8 @@ def test_ops_called_directly_refuse_a_tangent_rather_than_drop_it():
     args = ([2, 2], [2, 2], [0, 0], [1, 1], False)
     with forward_ad.dual_level():
         dual = forward_ad.make_dual(x, torch.ones_like(x))
-        for op in (torch.ops.poolx.max_pool2d_values, torch.ops.poolx.max_pool2d_argmax):
+        for op in (torch.ops.poolx.max_pool2d_values, torch.ops.poolx.max_pool2d_argmax,
+                   torch.ops.poolx.max_pool2d_indices):
             with pytest.raises(RuntimeError, match="jvp is not implemented"):
                 op(dual, *args)
         exact(forward_ad.unpack_dual(poolx.max_pool2d(dual, 2)).tangent, torch.ones(1, 2, 3, 3))
@@ -91,6 +112,7 @@ def vmap_cases(device):
     return [
         ("argmax, (N,C,H,W) samples", lambda t: ops.max_pool2d_argmax(t, *pool), (x,), 0),
         ("argmax, channels_last", lambda t: ops.max_pool2d_argmax(t, *pool), (x_cl,), 0),
+        ("return_indices", lambda t: ops.max_pool2d_indices(t, *pool), (x_cl,), 0),
         ("values, (C,H,W) samples at dim 1", lambda t: ops.max_pool2d_values(t, *pool),
          (x[0],), 1),
         ("backward", lambda g, a: ops.max_pool2d_backward(g, a, [9, 10], *pool),

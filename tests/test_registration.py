@@ -28,6 +28,7 @@ def op_calls(x, pool):
     src = torch.randn_like(x).requires_grad_()
     return [
         (ops.max_pool2d_argmax, (x, *args)),
+        (ops.max_pool2d_indices, (x, *args)),
         (ops.max_pool2d_values, (x, *args)),
         (ops.max_pool2d_backward, (grad_out, argmax, hw, *args)),
         (ops.gather_by_argmax, (src, argmax, *args)),

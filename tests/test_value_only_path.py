@@ -16,7 +16,7 @@ from reference import assert_identical, torch_pool
 def op_calls(monkeypatch):
     """Names of the torch.ops.poolx ops that poolx.max_pool2d calls."""
     calls = []
-    for name in ("max_pool2d_values", "max_pool2d_argmax"):
+    for name in ("max_pool2d_values", "max_pool2d_argmax", "max_pool2d_indices"):
         op = getattr(torch.ops.poolx, name)
         def spy(*args, _op=op, _name=name):
             calls.append(_name)
@@ -48,11 +48,13 @@ def test_value_only_op_when_no_grad_is_needed(context, op_calls, device):
         assert y.requires_grad == (expected_op == "max_pool2d_argmax")
 
 
-def test_return_indices_always_uses_the_argmax(op_calls, device):
+def test_return_indices_is_one_op_call(op_calls, device):
+    """values, argmax and indices in one pass, with or without a gradient."""
     x = random_values((2, 3, 8, 8), torch.float32, device)
     with torch.no_grad():
         poolx.max_pool2d(x, 2, return_indices=True)
-    assert op_calls == ["max_pool2d_argmax"]
+    poolx.max_pool2d(x.requires_grad_(), 2, return_indices=True)
+    assert op_calls == ["max_pool2d_indices"] * 2
 
 
 @pytest.fixture
@@ -60,7 +62,7 @@ def function_calls(monkeypatch):
     """Names of the autograd.Functions whose apply poolx's eager calls reach."""
     from poolx import _functions
     calls = []
-    for name in ("MaxPool2dValues", "MaxPool2dArgmax", "RouteToInput"):
+    for name in ("MaxPool2dIndices", "MaxPool2dValues", "MaxPool2dArgmax", "RouteToInput"):
         fn = getattr(_functions, name)
         def spy(*args, _apply=fn.apply, _name=name):
             calls.append(_name)

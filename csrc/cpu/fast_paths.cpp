@@ -5,8 +5,10 @@
 
 #include <ATen/Version.h>
 #include <atomic>
+#include <optional>
 
 #include "../tensor_layout.h"
+#include "index_rows.h"
 
 namespace poolx {
 
@@ -57,16 +59,16 @@ std::pair<Layout4d, Layout4d> shared_layouts(const at::Tensor& a, const at::Tens
 }  // namespace
 
 bool fast_forward(const at::Tensor& input, const at::Tensor& values, const at::Tensor& argmax,
-                  const Pool2dGeometry& g) {
+                  const at::Tensor& indices, const Pool2dGeometry& g) {
   if (argmax.defined() && argmax.scalar_type() != at::kByte) return false;
+  if (indices.defined() && !IndexRows::applies(g)) return false;
   const auto [in_l, out_l] = shared_layouts(input, values);
-  const FastForwardArgs args{input.scalar_type(),
-                             in_l,
-                             out_l,
-                             input.const_data_ptr(),
-                             values.mutable_data_ptr(),
-                             argmax.defined() ? argmax.mutable_data_ptr<uint8_t>() : nullptr,
-                             g};
+  uint8_t* am = argmax.defined() ? argmax.mutable_data_ptr<uint8_t>() : nullptr;
+  std::optional<IndexRows> index_rows;
+  if (indices.defined()) index_rows.emplace(am, indices.mutable_data_ptr<int64_t>(), out_l, g);
+  const FastForwardArgs args{input.scalar_type(), in_l, out_l, input.const_data_ptr(),
+                             values.mutable_data_ptr(), am, g,
+                             index_rows ? &*index_rows : nullptr};
   return cpu_fast_paths().forward(args);
 }
 

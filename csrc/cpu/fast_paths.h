@@ -12,6 +12,8 @@
 
 namespace poolx {
 
+class IndexRows;
+
 struct FastForwardArgs {
   c10::ScalarType dtype;
   Layout4d in_l, out_l;
@@ -19,6 +21,9 @@ struct FastForwardArgs {
   void* values;
   uint8_t* argmax;  // null: values only
   Pool2dGeometry g;
+  // return_indices: converts each output row's argmax into torch's indices
+  // once the row is written (csrc/cpu/index_rows.h); null otherwise
+  const IndexRows* index_rows = nullptr;
 };
 
 struct FastBackwardArgs {
@@ -87,7 +92,7 @@ namespace poolx {
 // where they do not apply. The two that take an argmax check it and set
 // *argmax_invalid where a value names no tap of its window inside the input.
 bool fast_forward(const at::Tensor& input, const at::Tensor& values, const at::Tensor& argmax,
-                  const Pool2dGeometry& g);
+                  const at::Tensor& indices, const Pool2dGeometry& g);
 bool fast_backward(const at::Tensor& grad_output, const at::Tensor& argmax,
                    const at::Tensor& grad_input, const Pool2dGeometry& g,
                    std::atomic<bool>* argmax_invalid);

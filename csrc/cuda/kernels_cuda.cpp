@@ -31,7 +31,7 @@ struct OnDeviceOf {
 };
 
 void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
-             const Pool2dGeometry& g) {
+             const Tensor& indices, const Pool2dGeometry& g) {
   const OnDeviceOf on(input);
   const Layout4d in_l = layout_of(input), out_l = layout_of(values);
   const at::ScalarType am_type = argmax.defined() ? argmax.scalar_type() : at::kByte;
@@ -39,9 +39,10 @@ void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
     dispatch_argmax_type(am_type, [&](auto* am_tag) {
       using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
       argmax_t* am = argmax.defined() ? argmax.mutable_data_ptr<argmax_t>() : nullptr;
+      int64_t* idx = indices.defined() ? indices.mutable_data_ptr<int64_t>() : nullptr;
       C10_CUDA_CHECK(cuda_launch::max_pool2d_forward(input.const_data_ptr<scalar_t>(),
                                                      values.mutable_data_ptr<scalar_t>(), am,
-                                                     in_l, out_l, g, on.stream));
+                                                     idx, in_l, out_l, g, on.stream));
     });
   });
 }

@@ -17,10 +17,11 @@
 namespace poolx {
 namespace cuda_launch {
 
-// argmax may be null: the value-only path.
+// argmax may be null: the value-only path; indices null unless
+// return_indices (torch's flat indices, written in the same pass).
 template <typename scalar_t, typename argmax_t>
 cudaError_t max_pool2d_forward(const scalar_t* input, scalar_t* values, argmax_t* argmax,
-                               const Layout4d& in_l, const Layout4d& out_l,
+                               int64_t* indices, const Layout4d& in_l, const Layout4d& out_l,
                                const Pool2dGeometry& g, cudaStream_t stream);
 
 template <typename scalar_t, typename argmax_t>

@@ -1,4 +1,4 @@
-// CUDA forward: value (+ argmax) per output. The generic kernel runs the
+// CUDA forward: value (+ argmax, + index) per output. The generic kernel runs the
 // shared element function per output; tiled geometries with a 1-byte argmax
 // take a vectorized fast path when shapes and pointers are aligned for it.
 #include <type_traits>
@@ -18,7 +18,8 @@ template <typename scalar_t, int V, bool kWithArgmax>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     max_pool2d_tiled_nchw_forward_kernel(const scalar_t* __restrict__ input,
                                          scalar_t* __restrict__ values,
-                                         uint8_t* __restrict__ argmax, int64_t planes,
+                                         uint8_t* __restrict__ argmax,
+                                         int64_t* __restrict__ indices, int64_t planes,
                                          Pool2dGeometry g) {
   using A = acc_t<scalar_t>;
   constexpr int kW = 2;
@@ -59,6 +60,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const int64_t o = out_row * g.out_w + ow0;
     store_vectors<V>(values + o, out);
     if (kWithArgmax) store_vectors<V>(argmax + o, arg);
+    if (kWithArgmax && indices != nullptr) {
+      const int64_t oh = out_row - plane * g.out_h;
+#pragma unroll
+      for (int i = 0; i < V; ++i) indices[o + i] = argmax_to_index_elem(arg[i], g, oh, ow0 + i);
+    }
   }
 }
 
@@ -69,7 +75,8 @@ template <typename scalar_t, bool kWithArgmax>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     max_pool2d_tiled_cl_forward_kernel(const scalar_t* __restrict__ input,
                                        scalar_t* __restrict__ values,
-                                       uint8_t* __restrict__ argmax, Layout4d in_l,
+                                       uint8_t* __restrict__ argmax,
+                                       int64_t* __restrict__ indices, Layout4d in_l,
                                        Layout4d out_l, Pool2dGeometry g) {
   using A = acc_t<scalar_t>;
   constexpr int V = 16 / sizeof(scalar_t);
@@ -110,6 +117,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     for (int i = 0; i < V; ++i) out[i] = static_cast<scalar_t>(best[i]);
     store_vectors<V>(values + o, out);
     if (kWithArgmax) store_vectors<V>(argmax + o, arg);
+    if (kWithArgmax && indices != nullptr) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) indices[o + i] = argmax_to_index_elem(arg[i], g, p.h, p.w);
+    }
   }
 }
 
@@ -123,21 +134,21 @@ bool nchw_vector_fits(const scalar_t* input, const scalar_t* values, const uint8
 
 template <typename scalar_t, int V>
 cudaError_t launch_tiled_nchw(const scalar_t* input, scalar_t* values, uint8_t* argmax,
-                              const Layout4d& in_l, const Pool2dGeometry& g,
+                              int64_t* indices, const Layout4d& in_l, const Pool2dGeometry& g,
                               cudaStream_t stream) {
   const int64_t work = in_l.n * in_l.c * g.out_h * (g.out_w / V);
   return argmax != nullptr
              ? launch(max_pool2d_tiled_nchw_forward_kernel<scalar_t, V, true>, work, stream,
-                      input, values, argmax, in_l.n * in_l.c, g)
+                      input, values, argmax, indices, in_l.n * in_l.c, g)
              : launch(max_pool2d_tiled_nchw_forward_kernel<scalar_t, V, false>, work, stream,
-                      input, values, argmax, in_l.n * in_l.c, g);
+                      input, values, argmax, indices, in_l.n * in_l.c, g);
 }
 
 // Launches a tiled fast path if one applies; returns false if none does.
 template <typename scalar_t>
 bool try_tiled_forward(const scalar_t* input, scalar_t* values, uint8_t* argmax,
-                       const Layout4d& in_l, const Layout4d& out_l, const Pool2dGeometry& g,
-                       cudaStream_t stream, cudaError_t* err) {
+                       int64_t* indices, const Layout4d& in_l, const Layout4d& out_l,
+                       const Pool2dGeometry& g, cudaStream_t stream, cudaError_t* err) {
   if (!is_tiled(g) || in_l.channels_last != out_l.channels_last) return false;
   constexpr int V = 16 / sizeof(scalar_t);
   if (in_l.channels_last) {
@@ -148,18 +159,18 @@ bool try_tiled_forward(const scalar_t* input, scalar_t* values, uint8_t* argmax,
     const int64_t work = out_l.numel() / V;
     *err = argmax != nullptr
                ? launch(max_pool2d_tiled_cl_forward_kernel<scalar_t, true>, work, stream, input,
-                        values, argmax, in_l, out_l, g)
+                        values, argmax, indices, in_l, out_l, g)
                : launch(max_pool2d_tiled_cl_forward_kernel<scalar_t, false>, work, stream,
-                        input, values, argmax, in_l, out_l, g);
+                        input, values, argmax, indices, in_l, out_l, g);
     return true;
   }
   if (g.kernel_w != 2 || g.out_h * g.kernel_h > g.in_h || g.out_w * 2 > g.in_w) return false;
   if (nchw_vector_fits<scalar_t, V>(input, values, argmax, g)) {
-    *err = launch_tiled_nchw<scalar_t, V>(input, values, argmax, in_l, g, stream);
+    *err = launch_tiled_nchw<scalar_t, V>(input, values, argmax, indices, in_l, g, stream);
     return true;
   }
   if (nchw_vector_fits<scalar_t, V / 2>(input, values, argmax, g)) {
-    *err = launch_tiled_nchw<scalar_t, V / 2>(input, values, argmax, in_l, g, stream);
+    *err = launch_tiled_nchw<scalar_t, V / 2>(input, values, argmax, indices, in_l, g, stream);
     return true;
   }
   return false;
@@ -174,23 +185,25 @@ constexpr bool kHasTiledPath = std::is_floating_point<T>::value ||
 
 template <typename scalar_t, typename argmax_t>
 cudaError_t max_pool2d_forward(const scalar_t* input, scalar_t* values, argmax_t* argmax,
-                               const Layout4d& in_l, const Layout4d& out_l,
+                               int64_t* indices, const Layout4d& in_l, const Layout4d& out_l,
                                const Pool2dGeometry& g, cudaStream_t stream) {
   if constexpr (kHasTiledPath<scalar_t> && std::is_same<argmax_t, uint8_t>::value) {
     cudaError_t err = cudaSuccess;
-    if (try_tiled_forward(input, values, argmax, in_l, out_l, g, stream, &err)) return err;
+    if (try_tiled_forward(input, values, argmax, indices, in_l, out_l, g, stream, &err)) {
+      return err;
+    }
   }
   return launch_for_each_element(
-      out_l, ForwardElem<scalar_t, argmax_t>{input, values, argmax, in_l, g}, stream);
+      out_l, ForwardElem<scalar_t, argmax_t>{input, values, argmax, in_l, g, indices}, stream);
 }
 
 #define POOLX_INSTANTIATE_FORWARD(T)                                                          \
-  template cudaError_t max_pool2d_forward<T, uint8_t>(const T*, T*, uint8_t*, const Layout4d&, \
-                                                      const Layout4d&, const Pool2dGeometry&,  \
-                                                      cudaStream_t);                           \
-  template cudaError_t max_pool2d_forward<T, int32_t>(const T*, T*, int32_t*, const Layout4d&, \
-                                                      const Layout4d&, const Pool2dGeometry&,  \
-                                                      cudaStream_t);
+  template cudaError_t max_pool2d_forward<T, uint8_t>(const T*, T*, uint8_t*, int64_t*,       \
+                                                      const Layout4d&, const Layout4d&,        \
+                                                      const Pool2dGeometry&, cudaStream_t);    \
+  template cudaError_t max_pool2d_forward<T, int32_t>(const T*, T*, int32_t*, int64_t*,       \
+                                                      const Layout4d&, const Layout4d&,        \
+                                                      const Pool2dGeometry&, cudaStream_t);
 POOLX_CUDA_POOLED_TYPES(POOLX_INSTANTIATE_FORWARD)
 
 }  // namespace cuda_launch

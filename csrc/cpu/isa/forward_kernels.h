@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 
 #include "../fast_paths.h"
+#include "../index_rows.h"
 #include "poolx/elements.h"
 #include "stream_stores.h"
 #include "vec_io.h"
@@ -74,7 +75,9 @@ void forward_nchw(const FastForwardArgs& a) {
         store_float_per_element_nan<T, /*kExact=*/true>(out_row + ow0, best.value, n);
         if constexpr (kArgmax) store_argmax(am_row + ow0, best.argmax, n);
       }
+      if (kArgmax && a.index_rows != nullptr) a.index_rows->convert(r);
     }
+    if (kArgmax && a.index_rows != nullptr) a.index_rows->publish();
   });
 }
 
@@ -169,9 +172,16 @@ void forward_channels_last(const FastForwardArgs& a) {
   const bool prefetch = worth_prefetching<T>(a.in_l.numel());
   const PixelPairLoader<T> pixel_pairs(std::min<int64_t>(C, kLanes));
   const int64_t spilling = spilling_windows(C, g.out_w, g.out_w, 1, kLanes);
+  const IndexRows* const index_rows = kArgmax ? a.index_rows : nullptr;
+  // argmax rows read back for the indices stay in the cache
+  const auto store_argmax_of = [stream_argmax = kStream && index_rows == nullptr](
+                                   uint8_t* p, const auto& argmax_lanes, int64_t n) {
+    stream_argmax ? store_argmax_lanes<kStream>(p, argmax_lanes, n)
+                  : store_argmax_lanes<false>(p, argmax_lanes, n);
+  };
   at::parallel_for(0, rows, grain_for(g.out_w * C * g.kernel_h * g.kernel_w), [=](int64_t b,
                                                                                   int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
+    const auto pool_row = [&](int64_t r) {
       const int64_t oh = r % g.out_h;
       const T* image = in + (r / g.out_h) * image_stride;
       const int64_t h0 = oh * g.stride_h - g.pad_h;
@@ -180,7 +190,7 @@ void forward_channels_last(const FastForwardArgs& a) {
           forward_tiled_row_few_channels<kArgmax, kStream>(
               image + h0 * row_stride, row_stride, C, g.out_w, spilling, out + r * g.out_w * C,
               kArgmax ? argmax + r * g.out_w * C : nullptr, pixel_pairs, prefetch);
-          continue;
+          return;
         }
       }
       const TapRange taps_h =
@@ -232,8 +242,8 @@ void forward_channels_last(const FastForwardArgs& a) {
             store_lanes<kStream, false>(out + o + c0 + kLanes, hi, kLanes);
             if constexpr (kArgmax) {
               const auto [am_lo, am_hi] = at::vec::interleave2(even.argmax, odd.argmax);
-              store_argmax_lanes<kStream>(argmax + o + c0, am_lo, kLanes);
-              store_argmax_lanes<kStream>(argmax + o + c0 + kLanes, am_hi, kLanes);
+              store_argmax_of(argmax + o + c0, am_lo, kLanes);
+              store_argmax_of(argmax + o + c0 + kLanes, am_hi, kLanes);
             }
           }
         }
@@ -248,10 +258,15 @@ void forward_channels_last(const FastForwardArgs& a) {
           } else {
             store_lanes<kStream, true>(out + o + c0, best.value, n);
           }
-          if constexpr (kArgmax) store_argmax_lanes<kStream>(argmax + o + c0, best.argmax, n);
+          if constexpr (kArgmax) store_argmax_of(argmax + o + c0, best.argmax, n);
         }
       }
+    };
+    for (int64_t r = b; r < e; ++r) {
+      pool_row(r);
+      if (index_rows != nullptr) index_rows->convert(r);
     }
+    if (index_rows != nullptr) index_rows->publish();
     if constexpr (kStream) stream_fence();
   });
 }

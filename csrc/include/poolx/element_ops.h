@@ -11,7 +11,7 @@
 
 namespace poolx {
 
-// Per output: max and argmax (argmax null: value only).
+// Per output: max, and argmax and index where those are asked for.
 template <typename scalar_t, typename argmax_t>
 struct ForwardElem {
   const scalar_t* input;
@@ -19,12 +19,14 @@ struct ForwardElem {
   argmax_t* argmax;
   Layout4d in_l;
   Pool2dGeometry g;
+  int64_t* indices = nullptr;  // torch's flat indices too (return_indices)
 
   POOLX_HD void operator()(int64_t n, int64_t c, int64_t oh, int64_t ow, int64_t o) const {
     const auto best =
         max_pool2d_forward_elem(input + in_l.plane_offset(n, c), in_l.plane_strides(), g, oh, ow);
     values[o] = static_cast<scalar_t>(best.value);
     if (argmax != nullptr) argmax[o] = static_cast<argmax_t>(best.argmax);
+    if (indices != nullptr) indices[o] = argmax_to_index_elem(best.argmax, g, oh, ow);
   }
 };
 

@@ -1,0 +1,135 @@
+#include "index_rows.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define POOLX_INDEX_RUN_AVX512 1
+#endif
+
+#include "fast_paths.h"
+#include "tap_table.h"
+
+namespace poolx {
+namespace {
+
+// idx[i] = base + pos[i] + tap_offset[a[i]]; returns the largest a[i].
+uint8_t index_run(const uint8_t* a, int64_t* idx, int64_t n, int64_t base, const int64_t* pos,
+                  const int64_t* tap_offset) {
+  uint8_t most = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    idx[i] = base + pos[i] + tap_offset[a[i]];
+    most = std::max(most, a[i]);
+  }
+  return most;
+}
+
+#ifdef POOLX_INDEX_RUN_AVX512
+// The same on AVX-512 for windows of up to 16 taps whose offsets fit in
+// int32: 16 argmax bytes at a time (the last ones masked), their offsets by
+// one permute of the table (which wraps taps past 15: the largest value read
+// tells the caller).
+// Full groups of 16 at 64-byte boundaries go by streaming stores where
+// `stream`: the indices are 8 bytes per output, the largest tensor a forward
+// writes, and an ordinary store first reads each line it fills.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) uint8_t index_run_avx512(
+    const uint8_t* a, int64_t* idx, int64_t n, int64_t base, const int64_t* pos,
+    const int32_t* table16, bool stream) {
+  const __m512i table = _mm512_loadu_si512(table16);
+  const __m512i base8 = _mm512_set1_epi64(base);
+  __m128i most = _mm_setzero_si128();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 in = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __mmask8 lo = static_cast<__mmask8>(in), hi = static_cast<__mmask8>(in >> 8);
+    const __m128i bytes = _mm_maskz_loadu_epi8(in, a + i);
+    most = _mm_max_epu8(most, bytes);
+    const __m512i offset = _mm512_permutexvar_epi32(_mm512_cvtepu8_epi32(bytes), table);
+    const __m512i at_lo = _mm512_add_epi64(base8, _mm512_maskz_loadu_epi64(lo, pos + i));
+    const __m512i at_hi = _mm512_add_epi64(base8, _mm512_maskz_loadu_epi64(hi, pos + i + 8));
+    const __m512i idx_lo =
+        _mm512_add_epi64(at_lo, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(offset)));
+    const __m512i idx_hi =
+        _mm512_add_epi64(at_hi, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(offset, 1)));
+    if (stream && in == 0xffff && reinterpret_cast<uintptr_t>(idx + i) % 64 == 0) {
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(idx + i), idx_lo);
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(idx + i + 8), idx_hi);
+    } else {
+      _mm512_mask_storeu_epi64(idx + i, lo, idx_lo);
+      _mm512_mask_storeu_epi64(idx + i + 8, hi, idx_hi);
+    }
+  }
+  // the largest of the 16 per-lane maxima
+  most = _mm_max_epu8(most, _mm_srli_si128(most, 8));
+  most = _mm_max_epu8(most, _mm_srli_si128(most, 4));
+  most = _mm_max_epu8(most, _mm_srli_si128(most, 2));
+  most = _mm_max_epu8(most, _mm_srli_si128(most, 1));
+  return static_cast<uint8_t>(_mm_cvtsi128_si32(most));
+}
+#endif
+
+}  // namespace
+
+bool IndexRows::applies(const Pool2dGeometry& g) {
+  return (g.dilation_h == 1 || g.pad_h == 0) && (g.dilation_w == 1 || g.pad_w == 0);
+}
+
+// A row of W pixels of C channels (C = 1 in NCHW) goes in runs of whole
+// pixels, each element's window start taken from a pattern of positions that
+// every run shares, so that few channels still fill whole vectors.
+IndexRows::IndexRows(const uint8_t* argmax, int64_t* indices, const Layout4d& l,
+                     const Pool2dGeometry& g)
+    : argmax_(argmax), indices_(indices), out_h_(l.h), out_w_(l.w),
+      channels_(l.channels_last ? l.c : 1), stride_w_(g.stride_w),
+      row_step_(g.stride_h * g.in_w), row_origin_(-g.pad_h * g.in_w - g.pad_w) {
+  row_len_ = out_w_ * channels_;
+  rows_ = row_len_ > 0 ? l.numel() / row_len_ : 0;
+  run_pixels_ = std::min(out_w_, std::max<int64_t>(1, 1024 / channels_));
+  pos_.resize(run_pixels_ * channels_);
+  for (int64_t e = 0; e < run_pixels_ * channels_; ++e) pos_[e] = e / channels_ * stride_w_;
+  // Streaming stores serve whole aligned groups of 16; where rows are made of
+  // those alone, no ordinary store writes between them (rows with a partial
+  // group, such as vgg-128's 56-wide NCHW rows, measured slower streamed).
+  stream_ = rows_ * row_len_ * static_cast<int64_t>(sizeof(int64_t)) >= stream_min_bytes() &&
+            row_len_ % 16 == 0 && reinterpret_cast<uintptr_t>(indices) % 64 == 0;
+  const TapTable taps(g);
+  std::copy(taps.offset, taps.offset + 256, tap_offset_);
+  // windows of up to 16 taps with int32 offsets, on AVX-512 (which
+  // ATEN_CPU_CAPABILITY steers, as for the fast paths)
+  const int64_t num_taps = g.kernel_h * g.kernel_w;
+  by_permute_ = std::strcmp(cpu_fast_paths().isa, "avx512") == 0 && num_taps <= 16;
+  for (int64_t t = 0; t < num_taps && by_permute_; ++t) {
+    by_permute_ = tap_offset_[t] <= std::numeric_limits<int32_t>::max();
+    table16_[t] = static_cast<int32_t>(tap_offset_[t]);
+  }
+}
+
+void IndexRows::publish() const {
+#ifdef POOLX_INDEX_RUN_AVX512
+  if (stream_) _mm_sfence();
+#endif
+}
+
+uint8_t IndexRows::convert(int64_t r) const {
+  const uint8_t* a = argmax_ + r * row_len_;
+  int64_t* idx = indices_ + r * row_len_;
+  const int64_t row_base = r % out_h_ * row_step_ + row_origin_;
+  uint8_t most = 0;
+  for (int64_t ow = 0; ow < out_w_; ow += run_pixels_) {
+    const int64_t first = ow * channels_, n = std::min(run_pixels_, out_w_ - ow) * channels_;
+    const int64_t base = row_base + ow * stride_w_;
+#ifdef POOLX_INDEX_RUN_AVX512
+    if (by_permute_) {
+      most = std::max(most, index_run_avx512(a + first, idx + first, n, base, pos_.data(),
+                                             table16_, stream_));
+      continue;
+    }
+#endif
+    most = std::max(most, index_run(a + first, idx + first, n, base, pos_.data(), tap_offset_));
+  }
+  return most;
+}
+
+}  // namespace poolx

@@ -1,0 +1,49 @@
+// torch's int64 flat index (h * in_w + w) of each selected tap, an output row
+// at a time: the argmax_to_indices kernel converts every row, and the forward
+// fast paths convert each row right after writing its argmax, so that
+// return_indices reads the input once and never reads the argmax back from
+// memory. Rows are those of the pooled tensor as stored: out_w elements in
+// NCHW, out_w * C in channels_last; row r pools window row r % out_h.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "poolx/geometry.h"
+#include "poolx/layout.h"
+
+namespace poolx {
+
+class IndexRows {
+ public:
+  // Whether the table serves: every window has an in-bounds tap, so that no
+  // index needs the element functor's clamp (no dilation, or no padding).
+  static bool applies(const Pool2dGeometry& g);
+
+  // Rows of `argmax` (1-byte, layout l) into `indices` (same layout).
+  IndexRows(const uint8_t* argmax, int64_t* indices, const Layout4d& l, const Pool2dGeometry& g);
+
+  int64_t rows() const { return rows_; }
+  // Converts row r; returns the largest argmax value read (each value is a
+  // table lookup, so a value past the taps costs a wrong index, never a
+  // wrong access: the caller checks the maximum).
+  uint8_t convert(int64_t r) const;
+  // Called by each thread after its last row: large outputs go by streaming
+  // stores, which are weakly ordered, and the threads' join must publish them.
+  void publish() const;
+
+ private:
+  const uint8_t* argmax_;
+  int64_t* indices_;
+  int64_t rows_, row_len_, out_h_, out_w_, channels_;
+  // window row oh starts at oh * row_step_ + row_origin_ in the plane
+  int64_t stride_w_, row_step_, row_origin_;
+  int64_t run_pixels_;
+  std::vector<int64_t> pos_;  // element e's window start in a run of pixels
+  int64_t tap_offset_[256];
+  int32_t table16_[16] = {};  // the first 16 offsets, where the AVX-512 permute serves
+  bool by_permute_;
+  bool stream_;  // streaming stores, for outputs past stream_min_bytes()
+};
+
+}  // namespace poolx
