@@ -163,11 +163,13 @@ void scatter_task(const bits_t* values, bits_t fill, const Targets& targets_of, 
                   int64_t pooled_h, int64_t pooled_w, int64_t out_pixels,
                   int64_t channels_arg) {
   const int64_t channels = kChannelsLast ? channels_arg : 1;  // also the pixel stride
-  // pixels zeroed ahead of the furthest write: NCHW 1 KiB of float32 (a plane
-  // is a few rows), channels_last up to 1 MiB, two output rows of a typical
-  // image with tens of channels
+  // pixels zeroed ahead of the furthest write: NCHW 16 KiB (a plane is a
+  // few such blocks; memset writes blocks this large as whole lines, without
+  // first reading each line as smaller ones do), channels_last up to 1 MiB,
+  // two output rows of a typical image with tens of channels
   const int64_t zero_ahead =
-      kChannelsLast ? std::max<int64_t>(64, (1 << 20) / (channels * sizeof(bits_t))) : 256;
+      kChannelsLast ? std::max<int64_t>(64, (1 << 20) / (channels * sizeof(bits_t)))
+                    : (16 << 10) / static_cast<int64_t>(sizeof(bits_t));
   int64_t zeroed = 0;  // pixels [0, zeroed) are zero or written
   const auto zero_until = [&](int64_t end) {
     if (end > zeroed) {
