@@ -82,6 +82,11 @@ def check_case(shape, dtype, channels_last, geometry, ceil_mode):
     values, indices = poolx.max_pool2d(x, return_indices=True, **args)
     assert_identical(values, ref)
     torch.testing.assert_close(indices, ref_idx, rtol=0, atol=0)
+    if dilation == (1, 1):  # max_unpool2d takes no dilation
+        unpool_args = dict(kernel_size=kernel, stride=stride, padding=padding,
+                           output_size=x.shape[-2:])
+        assert_identical(poolx.max_unpool2d(ref, ref_idx, **unpool_args),
+                         F.max_unpool2d(ref, ref_idx, **unpool_args))
     grad = poolx.max_pool2d_backward(g, argmax, x.shape, **args)
     assert_identical(grad, torch_grad(x, args, g))
 

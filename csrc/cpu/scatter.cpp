@@ -9,159 +9,67 @@
 
 #include "../tensor_layout.h"
 #include "argmax_check.h"
+#include "fast_paths.h"
+#include "scatter_targets.h"
 #include "tap_table.h"
 
 namespace poolx {
 namespace {
 
-using isa_none::all_below;
 using isa_none::ArgmaxRule;
-
+using scatter_targets::ArgmaxTargets;
+using scatter_targets::IndexTargets;
 using at::Tensor;
 
 constexpr int64_t kMaxBlock = 256;  // pooled elements placed as one group
 
-[[noreturn]] C10_NOINLINE void invalid_unpool_index(int64_t index, int64_t out_h, int64_t out_w) {
-  TORCH_CHECK(false, "max_unpool2d: Found an invalid max index: ", index,
-              " (output volumes are of size ", out_h, "x", out_w, ")");
-}
+#if defined(__x86_64__) && defined(__GNUC__)
+#define POOLX_PLACE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#else
+#define POOLX_PLACE_AVX512
+#endif
 
-// The largest of t[0, n) as unsigned (a negative compares as huge), four
-// running maxima so that no compare waits for the one before.
-inline uint64_t unsigned_max(const int64_t* t, int64_t n) {
-  uint64_t m[4] = {0, 0, 0, 0};
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    for (int k = 0; k < 4; ++k) m[k] = std::max(m[k], static_cast<uint64_t>(t[j + k]));
-  }
-  for (; j < n; ++j) m[0] = std::max(m[0], static_cast<uint64_t>(t[j]));
-  return std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
-}
+// Stores pooled element j (channel c) at `pixel`, or `fill` where values is null.
+template <typename bits_t>
+struct Placer {
+  const bits_t* values;
+  bits_t fill;
+  bits_t* out;
+  int64_t pixel_stride;  // channels_last: C; NCHW: 1
+  bool avx512;           // the CPU (and ATEN_CPU_CAPABILITY) allows AVX-512
 
-// Targets place a group of pooled elements: `pixels` windows from (ph, pw),
-// `channels` elements each (element j = i * channels + c is channel c of
-// window (ph, pw + i)). Each checks the group's keys, then calls
-// zero_until(p) with p at least the furthest pixel it will place at, then
-// place(j, c, pixel) for each element that lands in the plane, in order.
-
-// Targets from torch's int64 flat indices, each checked against the plane.
-struct IndexTargets {
-  const int64_t* indices;
-  int64_t out_h, out_w;
-
-  void start_row(int64_t, int64_t, int64_t) const {}  // checked per group below
-
-  template <typename ZeroUntil, typename Place>
-  void operator()(int64_t, int64_t, int64_t pixels, int64_t channels, int64_t offset,
-                  const ZeroUntil& zero_until, const Place& place) const {
-    const int64_t* t = indices + offset;
-    const int64_t n = pixels * channels;
-    // the indices are the widest stream and the stores leave the hardware
-    // prefetcher little room: fetch them 8 KiB ahead
-    for (int64_t j = 0; j < n; j += 8) __builtin_prefetch(t + 1024 + j);
-    const uint64_t most = unsigned_max(t, n);
-    if (C10_UNLIKELY(most >= static_cast<uint64_t>(out_h * out_w))) {
-      for (int64_t j = 0; j < n; ++j) {
-        if (static_cast<uint64_t>(t[j]) >= static_cast<uint64_t>(out_h * out_w)) {
-          invalid_unpool_index(t[j], out_h, out_w);
-        }
-      }
-    }
-    zero_until(static_cast<int64_t>(most));
-    for (int64_t i = 0; i < pixels; ++i) {
-      for (int64_t c = 0; c < channels; ++c) place(i * channels + c, c, t[i * channels + c]);
-    }
-  }
-};
-
-// Targets from the compact argmax: the selected tap of each window; a window
-// with no tap inside the input places nothing. A group holding a value that
-// names no tap of its window inside the input (argmax_check.h) sets *invalid
-// and places nothing, as the tap table trusts the values it looks up:
-// channels_last checks each row of windows as it starts, NCHW each group. A
-// window inside the input adds its tap's offset in the plane to its first
-// tap's pixel; only windows at the border check rows and columns.
-template <typename argmax_t>
-struct ArgmaxTargets {
-  const argmax_t* argmax;
-  Pool2dGeometry g;
-  const TapTable* taps;  // null: an int32 argmax, decoded by division
-  const ArgmaxRule* rule;
-  std::atomic<bool>* invalid;
-  mutable bool row_checked = false, row_valid = true;
-
-  // window row ph, its values from `offset`, `channels` a window
-  void start_row(int64_t ph, int64_t offset, int64_t channels) const {
-    row_checked = channels > 1;
-    row_valid = !row_checked || rule->row_valid(argmax + offset, channels, ph);
+  void operator()(int64_t j, int64_t c, int64_t pixel) const {
+    out[pixel * pixel_stride + c] = values ? values[j] : fill;
   }
 
-  template <typename ZeroUntil, typename Place>
-  void operator()(int64_t ph, int64_t pw, int64_t pixels, int64_t channels, int64_t offset,
-                  const ZeroUntil& zero_until, const Place& place) const {
-    const argmax_t* a = argmax + offset;
-    const int64_t h0 = ph * g.stride_h - g.pad_h;
-    // the windows lying inside the input: [begin, end)
-    int64_t begin = 0, end = 0;
-    const int64_t room = g.in_w - 1 - (g.kernel_w - 1) * g.dilation_w + g.pad_w;
-    if (taps != nullptr && room >= 0 && h0 >= 0 &&
-        h0 + (g.kernel_h - 1) * g.dilation_h < g.in_h) {
-      const int64_t first_pw = ceil_div_nonneg(g.pad_w, g.stride_w);  // the window starts >= 0
-      const int64_t last_pw = div_nonneg(room, g.stride_w);           // and ends < in_w
-      begin = std::clamp<int64_t>(first_pw - pw, 0, pixels);
-      end = std::clamp<int64_t>(last_pw + 1 - pw, begin, pixels);
-    }
-    // windows [i0, i1) outside [begin, end): not wholly inside
-    const auto border_valid = [&](int64_t i0, int64_t i1) {
-      return i0 >= i1 || rule->windows_valid(a + i0 * channels, ph, pw + i0, pw + i1, channels);
-    };
-    const bool valid = row_checked ? row_valid
-                                   : all_below(a + begin * channels, (end - begin) * channels,
-                                               g.kernel_h * g.kernel_w) &&
-                                         border_valid(0, begin) && border_valid(end, pixels);
-    if (!valid) {
-      invalid->store(true, std::memory_order_relaxed);
+  // `pixels` pixels of `channels` elements each, element j at t[j]. Within a
+  // pixel the channels' targets differ (pixel * C + c, one c each), so on
+  // AVX-512 the channel loop stores them as vector scatters.
+  void pixels(const int64_t* t, int64_t pixels, int64_t channels) const {
+    if (avx512 && values != nullptr && pixel_stride > 1) {
+      place_pixels(values, t, out, pixels, channels, pixel_stride);
       return;
     }
-    // the last tap of the last window
-    zero_until((h0 + (g.kernel_h - 1) * g.dilation_h) * g.in_w +
-               (pw + pixels - 1) * g.stride_w - g.pad_w + (g.kernel_w - 1) * g.dilation_w);
-    const auto border = [&](int64_t i) {
-      for (int64_t c = 0; c < channels; ++c) {
-        const int64_t v = static_cast<int64_t>(a[i * channels + c]);
-        const int64_t h = h0 + v / g.kernel_w * g.dilation_h;
-        const int64_t w = (pw + i) * g.stride_w - g.pad_w + v % g.kernel_w * g.dilation_w;
-        if (h >= 0 && h < g.in_h && w >= 0 && w < g.in_w) place(i * channels + c, c, h * g.in_w + w);
-      }
-    };
-    for (int64_t i = 0; i < begin; ++i) border(i);
-    const int64_t row = h0 * g.in_w - g.pad_w;
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t first_tap = row + (pw + i) * g.stride_w;
-      for (int64_t c = 0; c < channels; ++c) {
-        place(i * channels + c, c, first_tap + taps->offset[static_cast<uint8_t>(a[i * channels + c])]);
-      }
+    for (int64_t i = 0; i < pixels; ++i) {
+      for (int64_t c = 0; c < channels; ++c) (*this)(i * channels + c, c, t[i * channels + c]);
     }
-    for (int64_t i = end; i < pixels; ++i) border(i);
+  }
+
+  POOLX_PLACE_AVX512 static void place_pixels(const bits_t* v, const int64_t* t, bits_t* o,
+                                              int64_t pixels, int64_t channels, int64_t stride) {
+    for (int64_t i = 0; i < pixels; ++i) {
+      const int64_t* ti = t + i * channels;
+      const bits_t* vi = v + i * channels;
+#pragma omp simd
+      for (int64_t c = 0; c < channels; ++c) o[ti[c] * stride + c] = vi[c];
+    }
   }
 };
 
-// One task: `channels` planes whose element (pixel p, channel j) lies at
-// p * channels + j, in the pooled tensor and in the output (NCHW: one plane;
-// channels_last: an image).
-// Elements move as bits (bits_t: an unsigned type of their size), so NaN
-// payloads and -0.0 stay as they are; `values` null stores `fill`.
-//
-// The zero-fill is folded into the scatter: the task zeroes its output only
-// up to the furthest pixel written so far (a block at a time), so each output
-// line is zeroed just before it is written and leaves the cache once, instead
-// of a whole-output fill that the scatter reads back. Stores go in row-major
-// order within each plane, so the last one wins (torch's CPU unpool on one
-// thread) on any number of threads.
 template <typename bits_t, bool kChannelsLast, typename Targets>
 void scatter_task(const bits_t* values, bits_t fill, const Targets& targets_of, bits_t* out,
                   int64_t pooled_h, int64_t pooled_w, int64_t out_pixels,
-                  int64_t channels_arg) {
+                  int64_t channels_arg, bool avx512) {
   const int64_t channels = kChannelsLast ? channels_arg : 1;  // also the pixel stride
   // pixels zeroed ahead of the furthest write: NCHW 16 KiB (a plane is a
   // few such blocks; memset writes blocks this large as whole lines, without
@@ -197,9 +105,7 @@ void scatter_task(const bits_t* values, bits_t fill, const Targets& targets_of, 
                        zero_until(std::min(out_pixels, furthest + zero_ahead));
                      }
                    },
-                   [&](int64_t j, int64_t c, int64_t pixel) {
-                     o[pixel * channels + c] = v ? v[j] : fill;
-                   });
+                   Placer<bits_t>{v, fill, o, channels, avx512});
       }
     }
   }
@@ -221,6 +127,7 @@ void scatter_planes(Layout4d pooled, const Layout4d& out_l, const Tensor& values
   const int64_t in_pixels = pooled.h * pooled.w, out_pixels = out_l.h * out_l.w;
   const auto* v = values.defined() ? static_cast<const bits_t*>(values.const_data_ptr()) : nullptr;
   auto* o = static_cast<bits_t*>(out.mutable_data_ptr());
+  const bool avx512 = std::strcmp(cpu_fast_paths().isa, "avx512") == 0;
   at::parallel_for(0, cl ? pooled.n : pooled.n * pooled.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t in_first = task * (cl ? pooled.c : 1) * in_pixels;
@@ -229,10 +136,10 @@ void scatter_planes(Layout4d pooled, const Layout4d& out_l, const Tensor& values
       const bits_t* task_values = v ? v + in_first : nullptr;
       if (cl) {
         scatter_task<bits_t, true>(task_values, fill, targets, o + out_first, pooled.h, pooled.w,
-                                   out_pixels, pooled.c);
+                                   out_pixels, pooled.c, avx512);
       } else {
         scatter_task<bits_t, false>(task_values, fill, targets, o + out_first, pooled.h,
-                                    pooled.w, out_pixels, 1);
+                                    pooled.w, out_pixels, 1, avx512);
       }
     }
   });
