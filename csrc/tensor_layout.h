@@ -16,15 +16,4 @@ inline Layout4d layout_of(const at::Tensor& t) {
   return {t.size(0), t.size(1), t.size(2), t.size(3), cl};
 }
 
-// Calls f with a null pointer of the argmax element type of `dtype`.
-template <typename F>
-void dispatch_argmax_type(at::ScalarType dtype, F&& f) {
-  if (dtype == at::kByte) {
-    f(static_cast<uint8_t*>(nullptr));
-  } else {
-    TORCH_INTERNAL_ASSERT(dtype == at::kInt);
-    f(static_cast<int32_t*>(nullptr));
-  }
-}
-
 }  // namespace poolx

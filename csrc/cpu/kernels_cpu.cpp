@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "../kernels.h"
+#include "../dispatch.h"
 #include "../tensor_layout.h"
 #include "argmax_check.h"
 #include "fast_paths.h"
@@ -19,11 +20,6 @@ namespace poolx {
 namespace {
 
 using at::Tensor;
-
-#define POOLX_DISPATCH_POOLED_TYPES(TYPE, NAME, ...) \
-  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, TYPE, NAME, __VA_ARGS__)
-#define POOLX_DISPATCH_GRAD_TYPES(TYPE, NAME, ...) \
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, TYPE, NAME, __VA_ARGS__)
 
 void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
              const Tensor& indices, const Pool2dGeometry& g) {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "../dispatch.h"
 #include "../tensor_layout.h"
 #include "argmax_check.h"
 #include "fast_paths.h"

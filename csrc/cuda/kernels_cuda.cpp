@@ -8,6 +8,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "../kernels.h"
+#include "../dispatch.h"
 #include "../tensor_layout.h"
 #include "launchers.h"
 
@@ -15,11 +16,6 @@ namespace poolx {
 namespace {
 
 using at::Tensor;
-
-#define POOLX_DISPATCH_POOLED_TYPES(TYPE, NAME, ...) \
-  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, TYPE, NAME, __VA_ARGS__)
-#define POOLX_DISPATCH_GRAD_TYPES(TYPE, NAME, ...) \
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, TYPE, NAME, __VA_ARGS__)
 
 // The launchers run on the current device; this makes it `t`'s device and
 // names that device's current stream.
