@@ -155,7 +155,7 @@ bool fast_unpool_indices(const at::Tensor& values, const at::Tensor& indices,
   // unpool by argmax, each index's tap found as its row is first routed (a
   // uint8, 255 for none).
   if (kernel_h * kernel_w < 255 &&
-      out.nbytes() >= kUnpoolRowsStreamMultiple * stream_min_bytes()) {
+      static_cast<int64_t>(out.nbytes()) >= kUnpoolRowsStreamMultiple * stream_min_bytes()) {
     const Pool2dGeometry g{out.size(2), out.size(3), pooled.h, pooled.w, kernel_h, kernel_w,
                            kernel_h,    kernel_w,    0,        0,        1,        1};
     std::atomic<bool> outside{false};
