@@ -5,6 +5,7 @@
 
 #include <ATen/Version.h>
 #include <atomic>
+#include <cstring>
 #include <optional>
 
 #include "../tensor_layout.h"
@@ -22,6 +23,11 @@ const FastPaths& cpu_fast_paths() {
     return isa_default::fast_paths();
   }();
   return chosen;
+}
+
+bool cpu_has_avx512() {
+  static const bool avx512 = std::strcmp(cpu_fast_paths().isa, "avx512") == 0;
+  return avx512;
 }
 
 namespace {

@@ -74,6 +74,17 @@ namespace isa_avx512 { const FastPaths& fast_paths(); }
 // The widest instruction set this CPU (and this build) supports.
 const FastPaths& cpu_fast_paths();
 
+// Whether cpu_fast_paths() is the AVX-512 set: code outside csrc/cpu/isa that
+// has an AVX-512 variant (compiled with POOLX_TARGET_AVX512) takes it only then.
+bool cpu_has_avx512();
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define POOLX_HAS_TARGET_AVX512 1
+#define POOLX_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#else
+#define POOLX_TARGET_AVX512
+#endif
+
 // Outputs of at least this many bytes are written with streaming stores
 // (csrc/cpu/isa/stream_stores.h). set_ returns the previous value; a negative
 // value restores the default.

@@ -2,15 +2,12 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define POOLX_INDEX_RUN_AVX512 1
-#endif
-
 #include "fast_paths.h"
+#ifdef POOLX_HAS_TARGET_AVX512
+#include <immintrin.h>
+#endif
 #include "tap_table.h"
 
 namespace poolx {
@@ -27,7 +24,7 @@ uint8_t index_run(const uint8_t* a, int64_t* idx, int64_t n, int64_t base, const
   return most;
 }
 
-#ifdef POOLX_INDEX_RUN_AVX512
+#ifdef POOLX_HAS_TARGET_AVX512
 // The same on AVX-512 for windows of up to 16 taps whose offsets fit in
 // int32: 16 argmax bytes at a time (the last ones masked), their offsets by
 // one permute of the table (which wraps taps past 15: the largest value read
@@ -35,7 +32,7 @@ uint8_t index_run(const uint8_t* a, int64_t* idx, int64_t n, int64_t base, const
 // Full groups of 16 at 64-byte boundaries go by streaming stores where
 // `stream`: the indices are 8 bytes per output, the largest tensor a forward
 // writes, and an ordinary store first reads each line it fills.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) uint8_t index_run_avx512(
+POOLX_TARGET_AVX512 uint8_t index_run_avx512(
     const uint8_t* a, int64_t* idx, int64_t n, int64_t base, const int64_t* pos,
     const int32_t* table16, bool stream) {
   const __m512i table = _mm512_loadu_si512(table16);
@@ -99,7 +96,7 @@ IndexRows::IndexRows(const uint8_t* argmax, int64_t* indices, const Layout4d& l,
   // windows of up to 16 taps with int32 offsets, on AVX-512 (which
   // ATEN_CPU_CAPABILITY steers, as for the fast paths)
   const int64_t num_taps = g.kernel_h * g.kernel_w;
-  by_permute_ = std::strcmp(cpu_fast_paths().isa, "avx512") == 0 && num_taps <= 16;
+  by_permute_ = cpu_has_avx512() && num_taps <= 16;
   for (int64_t t = 0; t < num_taps && by_permute_; ++t) {
     by_permute_ = tap_offset_[t] <= std::numeric_limits<int32_t>::max();
     table16_[t] = static_cast<int32_t>(tap_offset_[t]);
@@ -107,7 +104,7 @@ IndexRows::IndexRows(const uint8_t* argmax, int64_t* indices, const Layout4d& l,
 }
 
 void IndexRows::publish() const {
-#ifdef POOLX_INDEX_RUN_AVX512
+#ifdef POOLX_HAS_TARGET_AVX512
   if (stream_) _mm_sfence();
 #endif
 }
@@ -120,7 +117,7 @@ uint8_t IndexRows::convert(int64_t r) const {
   for (int64_t ow = 0; ow < out_w_; ow += run_pixels_) {
     const int64_t first = ow * channels_, n = std::min(run_pixels_, out_w_ - ow) * channels_;
     const int64_t base = row_base + ow * stride_w_;
-#ifdef POOLX_INDEX_RUN_AVX512
+#ifdef POOLX_HAS_TARGET_AVX512
     if (by_permute_) {
       most = std::max(most, index_run_avx512(a + first, idx + first, n, base, pos_.data(),
                                              table16_, stream_));

@@ -24,12 +24,6 @@ using at::Tensor;
 
 constexpr int64_t kMaxBlock = 256;  // pooled elements placed as one group
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define POOLX_PLACE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
-#else
-#define POOLX_PLACE_AVX512
-#endif
-
 // Stores pooled element j (channel c) at `pixel`, or `fill` where values is null.
 template <typename bits_t>
 struct Placer {
@@ -56,8 +50,8 @@ struct Placer {
     }
   }
 
-  POOLX_PLACE_AVX512 static void place_pixels(const bits_t* v, const int64_t* t, bits_t* o,
-                                              int64_t pixels, int64_t channels, int64_t stride) {
+  POOLX_TARGET_AVX512 static void place_pixels(const bits_t* v, const int64_t* t, bits_t* o,
+                                               int64_t pixels, int64_t channels, int64_t stride) {
     for (int64_t i = 0; i < pixels; ++i) {
       const int64_t* ti = t + i * channels;
       const bits_t* vi = v + i * channels;
@@ -128,7 +122,7 @@ void scatter_planes(Layout4d pooled, const Layout4d& out_l, const Tensor& values
   const int64_t in_pixels = pooled.h * pooled.w, out_pixels = out_l.h * out_l.w;
   const auto* v = values.defined() ? static_cast<const bits_t*>(values.const_data_ptr()) : nullptr;
   auto* o = static_cast<bits_t*>(out.mutable_data_ptr());
-  const bool avx512 = std::strcmp(cpu_fast_paths().isa, "avx512") == 0;
+  const bool avx512 = cpu_has_avx512();
   at::parallel_for(0, cl ? pooled.n : pooled.n * pooled.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t in_first = task * (cl ? pooled.c : 1) * in_pixels;
