@@ -54,8 +54,7 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
       const T* go_row = go + p * g.out_h * g.out_w;
       const uint8_t* am_row = a.argmax + p * g.out_h * g.out_w;
       const auto add = [&](T& sum, int64_t ow) {
-        sum = static_cast<T>(
-            add_keeping_first_nan(static_cast<float>(sum), static_cast<float>(go_row[ow])));
+        sum = static_cast<T>(static_cast<float>(sum) + static_cast<float>(go_row[ow]));
       };
       for (int64_t oh = 0; oh < g.out_h; ++oh, go_row += g.out_w, am_row += g.out_w) {
         invalid |= !rule.row_valid(am_row, 1, oh);
@@ -97,7 +96,7 @@ inline void route_channels(const T* grad, const uint8_t* argmax, T* window, int6
     const Vec am = load_argmax(argmax + c0, n);
     seen.add(am);
     for (int64_t kw = 0; kw < kernel_w; ++kw) {
-      store_lanes<kStream, true>(window + kw * C + c0,
+      store_lanes<kStream>(window + kw * C + c0,
                                  select_grad<kCopy>(g, am, kh * kernel_w + kw),
                                  kSpill ? kLanes : n);
     }
@@ -233,15 +232,14 @@ void backward_channels_last(const FastBackwardArgs& a) {
               if (n <= 0) break;
               // the sum starts at +0, so +0 + -0 gives +0 as torch's does, and
               // the first add is exact
-              sum[j] = add_lanes_keeping_first_nan(
-                  sum[j], select_grad</*kCopy=*/true>(load_float(go + o, n),
-                                                      load_argmax(a.argmax + o, n), tap[k]));
+              sum[j] = sum[j] + select_grad</*kCopy=*/true>(load_float(go + o, n),
+                                                            load_argmax(a.argmax + o, n), tap[k]);
               if (k > 0) sum[j] = round_to<T>(sum[j]);
             }
           }
           for (int64_t j = 0; j < kSumChains && c0 + j * kLanes < C; ++j) {
             const int64_t c = c0 + j * kLanes;
-            store_float_per_element_nan<T, true>(gi_px + c, sum[j], std::min(kLanes, C - c));
+            store_float<T, /*kExact=*/true>(gi_px + c, sum[j], std::min(kLanes, C - c));
           }
         }
       }

@@ -72,7 +72,7 @@ void forward_nchw(const FastForwardArgs& a) {
             }
           }
         }
-        store_float_per_element_nan<T, /*kExact=*/true>(out_row + ow0, best.value, n);
+        store_float<T, /*kExact=*/true>(out_row + ow0, best.value, n);
         if constexpr (kArgmax) store_argmax(am_row + ow0, best.argmax, n);
       }
       if (kArgmax && a.index_rows != nullptr) a.index_rows->convert(r);
@@ -142,7 +142,7 @@ inline void forward_tiled_row_few_channels(const T* window, int64_t row_stride, 
     const auto [t2, t3] = pixel_pairs.load(p + row_stride);
     const MaxOfFourTaps<kArgmax> best(t0, t1, t2, t3);
     const int64_t n = spill ? kLanes : C;
-    store_lanes<kStream, true>(out + ow * C, best.value, n);
+    store_lanes<kStream>(out + ow * C, best.value, n);
     if constexpr (kArgmax) store_argmax_lanes<kStream>(argmax + ow * C, best.argmax, n);
   };
   int64_t ow = 0;
@@ -238,8 +238,8 @@ void forward_channels_last(const FastForwardArgs& a) {
               odd.take(od, tap, first);
             });
             const auto [lo, hi] = at::vec::interleave2(even.value, odd.value);
-            store_lanes<kStream, false>(out + o + c0, lo, kLanes);
-            store_lanes<kStream, false>(out + o + c0 + kLanes, hi, kLanes);
+            store_lanes<kStream>(out + o + c0, lo, kLanes);
+            store_lanes<kStream>(out + o + c0 + kLanes, hi, kLanes);
             if constexpr (kArgmax) {
               const auto [am_lo, am_hi] = at::vec::interleave2(even.argmax, odd.argmax);
               store_argmax_of(argmax + o + c0, am_lo, kLanes);
@@ -254,9 +254,9 @@ void forward_channels_last(const FastForwardArgs& a) {
             best.take(load_float(p, n), tap, first);
           });
           if (c0 < torch_vector_channels) {
-            store_lanes<kStream, false>(out + o + c0, best.value, n);
+            store_lanes<kStream>(out + o + c0, best.value, n);
           } else {
-            store_lanes<kStream, true>(out + o + c0, best.value, n);
+            store_lanes<kStream>(out + o + c0, best.value, n);
           }
           if constexpr (kArgmax) store_argmax_of(argmax + o + c0, best.argmax, n);
         }

@@ -1,10 +1,8 @@
 // The tiled backward's routing of bfloat16/float16 gradients in their own
 // 16-bit lanes (AVX-512, 32 per vector): routing moves a gradient or a zero
 // and never needs float arithmetic, so nothing is widened or narrowed and a
-// vector carries twice the elements. The bits are those of torch's
-// "0 + g" in float, narrowed per element: -0 becomes +0, a bfloat16 NaN
-// becomes 0x7FC0 (c10's scalar conversion) and a float16 NaN turns quiet
-// (its payload kept, as the hardware conversions keep it).
+// vector carries twice the elements. The values are those of torch's
+// "0 + g": -0 becomes +0, everything else (NaN included) goes as it is.
 #pragma once
 
 #include <cstdint>
@@ -34,20 +32,10 @@ inline __mmask32 lane_mask16(int64_t n) {
   return n >= kLanes16 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1);
 }
 
-// torch's "0 + g" on the bits of 16-bit gradients: -0 to +0, NaN to the
-// NaN that torch's float round trip leaves.
-template <typename T>
+// torch's "0 + g" on the bits of 16-bit gradients: -0 to +0.
 inline __m512i zero_plus_16bit(__m512i grad) {
-  constexpr int16_t kInf = std::is_same_v<T, c10::BFloat16> ? 0x7F80 : 0x7C00;
   const __m512i magnitude = _mm512_and_si512(grad, _mm512_set1_epi16(0x7FFF));
-  const __mmask32 nonzero = _mm512_test_epi16_mask(magnitude, magnitude);
-  const __mmask32 nan = _mm512_cmpgt_epu16_mask(magnitude, _mm512_set1_epi16(kInf));
-  const __m512i out = _mm512_maskz_mov_epi16(nonzero, grad);
-  if constexpr (std::is_same_v<T, c10::BFloat16>) {
-    return _mm512_mask_mov_epi16(out, nan, _mm512_set1_epi16(kBFloat16NanPerElement));
-  } else {
-    return _mm512_mask_mov_epi16(out, nan, _mm512_or_si512(grad, _mm512_set1_epi16(0x0200)));
-  }
+  return _mm512_maskz_mov_epi16(_mm512_test_epi16_mask(magnitude, magnitude), grad);
 }
 
 // n (<= 32) 16-bit lanes of v at p. Streaming goes by 32-byte halves, as in
@@ -110,7 +98,7 @@ inline __m512i routed_pixel_pairs_16bit(const T* grad, const uint8_t* argmax, in
     taps = _mm512_set1_epi64(even | (odd << 32));
   }
   const __mmask32 selected = _mm512_cmpeq_epi16_mask(a2, taps);
-  return _mm512_maskz_mov_epi16(selected, kCopy ? g2 : zero_plus_16bit<T>(g2));
+  return _mm512_maskz_mov_epi16(selected, kCopy ? g2 : zero_plus_16bit(g2));
 }
 
 // StreamAppender's lanes for 16-bit routing: 32 elements, a cache line.
@@ -147,7 +135,7 @@ inline void route_channels_16bit(const T* grad, const uint8_t* argmax, T* window
   for (int64_t c0 = 0; c0 < (kSpill ? 1 : C); c0 += kLanes16) {
     const int64_t n = kSpill ? C : std::min(kLanes16, C - c0);
     const __mmask32 in = lane_mask16(n);
-    const __m512i g = zero_plus_16bit<T>(_mm512_maskz_loadu_epi16(in, grad + c0));
+    const __m512i g = zero_plus_16bit(_mm512_maskz_loadu_epi16(in, grad + c0));
     const __m512i a = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(in, argmax + c0));
     seen.add(a);
     for (int64_t kw = 0; kw < kernel_w; ++kw) {

@@ -47,13 +47,13 @@ inline void stream_fence() {
 }
 
 // Exact narrowing, as for store_lanes.
-template <bool kNanPerElement = false, typename T>
+template <typename T>
 inline void stream_vector(T* p, const Vec& v) {
 #if defined(CPU_CAPABILITY_AVX512)
   if constexpr (std::is_same_v<T, float>) {
     _mm512_stream_ps(p, v);
   } else {
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), narrow_16bit<T, true, kNanPerElement>(v));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), narrow_16bit<T, true>(v));
   }
 #elif defined(CPU_CAPABILITY_AVX2)
   if constexpr (std::is_same_v<T, float>) {
@@ -68,24 +68,16 @@ inline void stream_vector(T* p, const Vec& v) {
 }
 
 // n lanes of v at p; the lanes are T values widened (pooled maxima, routed
-// gradients), so they narrow exactly. kNanPerElement: bfloat16 NaNs get the
-// bits of c10's scalar conversion (see store_float_per_element_nan); where
-// the vector narrowing cannot set them, such rare vectors take the ordinary
-// store.
-template <bool kStream, bool kNanPerElement, typename T>
+// gradients), so they narrow exactly.
+template <bool kStream, typename T>
 inline void store_lanes(T* p, const Vec& v, int64_t n) {
   if constexpr (kStream) {
-    constexpr bool kCheckNan = kNanPerElement && !kExactNarrowSetsNanBits;
-    if (n >= kLanes && vector_aligned(p) && !(kCheckNan && has_bf16_nan<T>(v))) {
-      stream_vector<kNanPerElement>(p, v);
+    if (n >= kLanes && vector_aligned(p)) {
+      stream_vector(p, v);
       return;
     }
   }
-  if constexpr (kNanPerElement) {
-    store_float_per_element_nan<T, true>(p, v, n);
-  } else {
-    store_float<T, true>(p, v, n);
-  }
+  store_float<T, true>(p, v, n);
 }
 
 // How many leading windows of a row of row_pixels pixels may spill: store
@@ -174,8 +166,8 @@ struct ValueLanes {
   static V blend(const V& a, const V& b, int64_t begin, int64_t end) {
     return blend_lanes(a, b, begin, end);
   }
-  static void stream(T* p, const V& v) { store_lanes<true, true>(p, v, kLanes); }
-  static void store(T* p, const V& v, int64_t n) { store_lanes<false, true>(p, v, n); }
+  static void stream(T* p, const V& v) { store_lanes<true>(p, v, kLanes); }
+  static void store(T* p, const V& v, int64_t n) { store_lanes<false>(p, v, n); }
 };
 
 // Pieces of n <= kCount lanes appended to consecutive elements from a

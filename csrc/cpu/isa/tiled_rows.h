@@ -90,7 +90,7 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
             if constexpr (kStream) {
               values.append(best.value, n);
             } else {
-              store_lanes<false, true>(out + r * out_row + i0, best.value, n);
+              store_lanes<false>(out + r * out_row + i0, best.value, n);
             }
             // ordinary stores: streamed 16-byte pieces measured slower
             // (vgg-128 float32: 10.1 vs 9.3 ms)
@@ -260,8 +260,8 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
               stream.append(lo, n_lo);
               if (n_hi > 0) stream.append(hi, n_hi);
             } else {
-              store_lanes<false, true>(gi_row + 2 * i0, lo, n_lo);
-              if (n_hi > 0) store_lanes<false, true>(gi_row + 2 * i0 + kLanes, hi, n_hi);
+              store_lanes<false>(gi_row + 2 * i0, lo, n_lo);
+              if (n_hi > 0) store_lanes<false>(gi_row + 2 * i0 + kLanes, hi, n_hi);
             }
           }
         };

@@ -81,49 +81,32 @@ inline bool worth_prefetching(int64_t input_elements) {
   return input_elements * static_cast<int64_t>(sizeof(T)) >= (int64_t{1} << 20);
 }
 
-// c10's scalar bfloat16 conversion turns any NaN into 0x7FC0, at::vec's
-// into 0xFFFF. torch's NCHW kernels and its backward narrow one element at a
-// time (0x7FC0), its channels_last forward by vectors (0xFFFF); kNanPerElement
-// asks for the former.
-constexpr uint16_t kBFloat16NanPerElement = 0x7FC0, kBFloat16NanVectorized = 0xFFFF;
-
 #if defined(CPU_CAPABILITY_AVX512)
-// v in T's 16-bit lanes, as at::vec narrows it. kExact: every lane is a T
-// value widened (a max of inputs, a routed gradient, zero, a rounded sum), so
-// bfloat16 rounding keeps the upper half: a few instructions instead of
-// at::vec's rounding sequence, with NaN lanes set to either pattern.
-template <typename T, bool kExact, bool kNanPerElement = false>
+// v in T's 16-bit lanes. kExact: every lane is a T value widened (a max of
+// inputs, a routed gradient, zero, a rounded sum), so narrowing keeps the
+// upper half of each bfloat16 lane, NaN bits included: one permute instead of
+// at::vec's rounding sequence.
+template <typename T, bool kExact>
 inline __m256i narrow_16bit(const Vec& v) {
   if constexpr (kExact && std::is_same_v<T, c10::BFloat16>) {
-    constexpr int nan_bits = kNanPerElement ? kBFloat16NanPerElement : kBFloat16NanVectorized;
-    // one permute gathers the upper halves (vpmovdw takes two uops), and
-    // 16-bit lane i then holds float lane i, so the NaN mask applies as is
+    // one permute gathers the upper halves (vpmovdw takes two uops)
     const __m512i upper_halves = _mm512_set_epi16(
         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  //
         31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    const __m256i upper = _mm512_castsi512_si256(
-        _mm512_permutexvar_epi16(upper_halves, _mm512_castps_si512(v)));
-    return _mm256_mask_mov_epi16(upper, nan, _mm256_set1_epi16(static_cast<int16_t>(nan_bits)));
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi16(upper_halves, _mm512_castps_si512(v)));
   } else {
     return _mm512_castsi512_si256(at::vec::convert<T>(v));
   }
 }
-
-// Exact narrowing sets per-element NaN bits itself; elsewhere those take a
-// scalar pass after the vector store.
-constexpr bool kExactNarrowSetsNanBits = true;
-#else
-constexpr bool kExactNarrowSetsNanBits = false;
 #endif
 
-template <typename T, bool kExact = false, bool kNanPerElement = false>
+template <typename T, bool kExact = false>
 inline void store_float(T* p, const Vec& v, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     v.store(p, std::min(n, kLanes));
   } else {
 #if defined(CPU_CAPABILITY_AVX512)
-    const __m256i lanes = narrow_16bit<T, kExact, kNanPerElement>(v);
+    const __m256i lanes = narrow_16bit<T, kExact>(v);
     if (n >= kLanes) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), lanes);
     } else {
@@ -144,10 +127,9 @@ inline void store_float(T* p, const Vec& v, int64_t n) {
 
 // v rounded to T's precision (to nearest, ties to even), as a store to T
 // and a load back would round it: torch adds into a 16-bit gradient. For
-// bfloat16 the rounding is integer arithmetic on the bits; NaN lanes keep
-// theirs (a sum of widened bfloat16 values is NaN only as one of them or as
-// the default NaN, with no low bits to carry), and the final store gives NaN
-// its bfloat16 bits.
+// bfloat16 the rounding is integer arithmetic on the bits; NaN lanes stay
+// NaN (a sum of widened bfloat16 values is NaN only as one of them or as the
+// default NaN, with no low bits to carry).
 inline float round_to_bfloat16(float f) {
 #if defined(__SSE2__)
   // in the vector register the float already lives in: no trip through a GPR
@@ -182,40 +164,6 @@ inline Vec round_to(const Vec& v) {
     return at::vec::cast<float>((u + lsb + Int(0x7FFF)) & Int(static_cast<int32_t>(0xFFFF0000u)));
   } else {
     return at::vec::convert<float>(at::vec::convert<T>(v));
-  }
-}
-
-// Whether storing v as T gives NaN bits that depend on how it is narrowed
-// (only bfloat16 lanes holding a NaN).
-template <typename T>
-inline bool has_bf16_nan(const Vec& v) {
-  if constexpr (std::is_same_v<T, c10::BFloat16>) {
-#if defined(CPU_CAPABILITY_AVX512)
-    return _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) != 0;
-#else
-    return v.isnan().zero_mask() != (1 << kLanes) - 1;
-#endif
-  } else {
-    return false;
-  }
-}
-
-// store_float with bfloat16 NaNs narrowed one element at a time (0x7FC0).
-template <typename T, bool kExact = false>
-inline void store_float_per_element_nan(T* p, const Vec& v, int64_t n) {
-  if constexpr (kExact && kExactNarrowSetsNanBits) {
-    store_float<T, true, true>(p, v, n);
-  } else {
-    store_float<T, kExact>(p, v, n);
-    if constexpr (std::is_same_v<T, c10::BFloat16>) {
-      if (has_bf16_nan<T>(v)) {
-        float lanes[kLanes];
-        v.store(lanes);
-        for (int64_t i = 0; i < std::min(n, kLanes); ++i) {
-          if (lanes[i] != lanes[i]) p[i] = c10::BFloat16(lanes[i]);
-        }
-      }
-    }
   }
 }
 
@@ -396,16 +344,6 @@ struct RunningMax {
 #endif
   }
 };
-
-// sum + g lane by lane, keeping the sum's NaN where both are NaN (see
-// add_keeping_first_nan: a compiler may swap the operands of a vector + too).
-inline Vec add_lanes_keeping_first_nan(const Vec& sum, const Vec& g) {
-#if defined(CPU_CAPABILITY_AVX512)
-  return _mm512_mask_add_ps(sum, _mm512_cmp_ps_mask(sum, sum, _CMP_ORD_Q), sum, g);
-#else
-  return Vec::blendv(sum + g, sum, sum.isnan());
-#endif
-}
 
 // grad where the argmax lanes equal `tap`, +0 elsewhere; 0 + g as torch sums
 // (so a -0 gradient arrives as +0).

@@ -112,18 +112,6 @@ POOLX_HD void for_each_window_selecting(const argmax_t* argmax_plane, PlaneStrid
   }
 }
 
-// sum + g where, of two NaNs, the sum's stays, as in torch's CPU kernels
-// (x86 returns the first operand's NaN, and C++ lets a compiler swap the
-// operands of +); a GPU returns its canonical NaN either way.
-template <typename A>
-POOLX_HD A add_keeping_first_nan(A sum, A g) {
-#if defined(__CUDA_ARCH__)
-  return sum + g;
-#else
-  return sum != sum ? sum : sum + g;
-#endif
-}
-
 // Backward: gradient of input (ih, iw) = sum of grad_output over the windows
 // that selected it, in output order, starting from +0 as torch's zero-filled
 // buffer does. Between adds the sum is a sum_t, as in torch: the element type
@@ -136,8 +124,7 @@ POOLX_HD sum_t max_pool2d_backward_elem(const scalar_t* grad_out_plane,
   using A = acc_t<scalar_t>;
   sum_t sum = static_cast<sum_t>(A(0));
   for_each_window_selecting(argmax_plane, s, g, ih, iw, [&](int64_t o) {
-    sum = static_cast<sum_t>(
-        add_keeping_first_nan(static_cast<A>(sum), static_cast<A>(grad_out_plane[o])));
+    sum = static_cast<sum_t>(static_cast<A>(sum) + static_cast<A>(grad_out_plane[o]));
   });
   return sum;
 }
