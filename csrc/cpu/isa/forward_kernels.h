@@ -81,75 +81,6 @@ void forward_nchw(const FastForwardArgs& a) {
   });
 }
 
-// The max of a 2x2 window's taps t0..t3 by PyTorch's rule, and its argmax.
-// On AVX-512 the argmax bytes come from the three win masks (the last tap to
-// win holds the max: bit 1 is set where tap 2 or 3 won, bit 0 where tap 3
-// won or tap 1 won and tap 2 did not), with no argmax vector to blend per
-// tap and narrow: mnist's channels_last forward 10-15% faster. The argmax is
-// then 16 bytes, elsewhere float lanes; store_argmax_lanes stores either.
-template <bool kArgmax>
-struct MaxOfFourTaps {
-#if defined(CPU_CAPABILITY_AVX512)
-  Vec value;
-  __m128i argmax{};
-  MaxOfFourTaps(const Vec& t0, const Vec& t1, const Vec& t2, const Vec& t3) : value(t0) {
-    const __mmask16 won1 = take(t1), won2 = take(t2), won3 = take(t3);
-    if constexpr (kArgmax) {
-      const __m128i bit0 = _mm_maskz_mov_epi8(won3 | (won1 & ~won2), _mm_set1_epi8(1));
-      argmax = _mm_mask_add_epi8(bit0, won2 | won3, bit0, _mm_set1_epi8(2));
-    }
-  }
-
- private:
-  __mmask16 take(const Vec& v) {
-    const __mmask16 won = lanes_won(v, value);
-    value = _mm512_mask_mov_ps(value, won, v);
-    return won;
-  }
-#else
-  Vec value, argmax;
-  MaxOfFourTaps(const Vec& t0, const Vec& t1, const Vec& t2, const Vec& t3) {
-    RunningMax<kArgmax> best(t0, 0);
-    best.update(t1, 1);
-    best.update(t2, 2);
-    best.update(t3, 3);
-    value = best.value;
-    argmax = best.argmax;
-  }
-#endif
-};
-
-// One output row of 2x2 windows tiling channels_last pixels of C <= kLanes
-// channels, a pixel per step. The first `spilling` pixels store whole
-// vectors, whose lanes past C the next pixel overwrites (masked stores of a
-// few channels cost several times a whole one; see spilling_windows).
-// Everything comes by value: the stores may alias any memory, so what the
-// loop read from memory it would reload per pixel. C is fewer channels than
-// a vector of torch's, so NaNs narrow per element.
-template <bool kArgmax, bool kStream, typename T>
-inline void forward_tiled_row_few_channels(const T* window, int64_t row_stride, int64_t C,
-                                           int64_t out_w, int64_t spilling, T* out,
-                                           uint8_t* argmax, PixelPairLoader<T> pixel_pairs,
-                                           bool prefetch) {
-  static_assert(at::vec::Vectorized<c10::BFloat16>::size() > kLanes);
-  const auto pixel = [&](int64_t ow, auto spill) {
-    const T* p = window + ow * 2 * C;
-    if (prefetch) {
-      prefetch_ahead(p);
-      prefetch_ahead(p + row_stride);
-    }
-    const auto [t0, t1] = pixel_pairs.load(p);
-    const auto [t2, t3] = pixel_pairs.load(p + row_stride);
-    const MaxOfFourTaps<kArgmax> best(t0, t1, t2, t3);
-    const int64_t n = spill ? kLanes : C;
-    store_lanes<kStream>(out + ow * C, best.value, n);
-    if constexpr (kArgmax) store_argmax_lanes<kStream>(argmax + ow * C, best.argmax, n);
-  };
-  int64_t ow = 0;
-  for (; ow < spilling; ++ow) pixel(ow, std::true_type{});
-  for (; ow < out_w; ++ow) pixel(ow, std::false_type{});
-}
-
 // channels_last, any geometry: one output pixel per step, kLanes channels
 // per vector. kTile2x2: 2x2 windows tiling the input (no padding, dilation or
 // cut window), whose tap loops then unroll; with few channels the generic
@@ -166,12 +97,7 @@ void forward_channels_last(const FastForwardArgs& a) {
   const int64_t kernel_w = kTile2x2 ? 2 : g.kernel_w;
   const int64_t dilation_h = kTile2x2 ? 1 : g.dilation_h, dilation_w = kTile2x2 ? 1 : g.dilation_w;
   const int64_t row_stride = g.in_w * C, image_stride = g.in_h * row_stride;
-  // torch's channels_last kernel narrows whole at::vec vectors of T and then
-  // the remaining channels one at a time; NaN bits differ between the two.
-  const int64_t torch_vector_channels = C - C % at::vec::Vectorized<T>::size();
   const bool prefetch = worth_prefetching<T>(a.in_l.numel());
-  const PixelPairLoader<T> pixel_pairs(std::min<int64_t>(C, kLanes));
-  const int64_t spilling = spilling_windows(C, g.out_w, g.out_w, 1, kLanes);
   const IndexRows* const index_rows = kArgmax ? a.index_rows : nullptr;
   // argmax rows read back for the indices stay in the cache
   const auto store_argmax_of = [stream_argmax = kStream && index_rows == nullptr](
@@ -185,14 +111,6 @@ void forward_channels_last(const FastForwardArgs& a) {
       const int64_t oh = r % g.out_h;
       const T* image = in + (r / g.out_h) * image_stride;
       const int64_t h0 = oh * g.stride_h - g.pad_h;
-      if constexpr (kTile2x2) {
-        if (C <= kLanes) {
-          forward_tiled_row_few_channels<kArgmax, kStream>(
-              image + h0 * row_stride, row_stride, C, g.out_w, spilling, out + r * g.out_w * C,
-              kArgmax ? argmax + r * g.out_w * C : nullptr, pixel_pairs, prefetch);
-          return;
-        }
-      }
       const TapRange taps_h =
           kTile2x2 ? TapRange{0, 2} : window_taps(h0, g.kernel_h, dilation_h, g.in_h);
       for (int64_t ow = 0; ow < g.out_w; ++ow) {
@@ -253,11 +171,7 @@ void forward_channels_last(const FastForwardArgs& a) {
           for_each_tap(c0, [&](const T* p, int64_t tap, auto first) {
             best.take(load_float(p, n), tap, first);
           });
-          if (c0 < torch_vector_channels) {
-            store_lanes<kStream>(out + o + c0, best.value, n);
-          } else {
-            store_lanes<kStream>(out + o + c0, best.value, n);
-          }
+          store_lanes<kStream>(out + o + c0, best.value, n);
           if constexpr (kArgmax) store_argmax_of(argmax + o + c0, best.argmax, n);
         }
       }

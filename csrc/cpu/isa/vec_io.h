@@ -187,47 +187,6 @@ inline std::pair<Vec, Vec> load_even_odd(const T* p, int64_t n) {
   return at::vec::deinterleave2(lo, hi);
 }
 
-// Two adjacent channels_last pixels of c <= kLanes channels (2 * c
-// consecutive elements) as two float vectors: a partial load each.
-template <typename T>
-class PixelPairLoader {
- public:
-  explicit PixelPairLoader(int64_t c) : c_(c) {}
-  std::pair<Vec, Vec> load(const T* p) const { return {load_float(p, c_), load_float(p + c_, c_)}; }
-
- private:
-  int64_t c_;
-};
-
-#if defined(CPU_CAPABILITY_AVX512)
-// bfloat16: one load, and a permute per pixel that drops its channels into
-// the high halves of float lanes, which is the widening itself.
-template <>
-class PixelPairLoader<c10::BFloat16> {
- public:
-  explicit PixelPairLoader(int64_t c)
-      : mask_(static_cast<__mmask32>((uint64_t{1} << (2 * c)) - 1)) {
-    alignas(64) int16_t first[32] = {}, second[32] = {};
-    for (int i = 0; i < 16; ++i) {
-      first[2 * i + 1] = static_cast<int16_t>(i);
-      second[2 * i + 1] = static_cast<int16_t>(c + i);
-    }
-    first_ = _mm512_load_si512(first);
-    second_ = _mm512_load_si512(second);
-  }
-  std::pair<Vec, Vec> load(const c10::BFloat16* p) const {
-    constexpr __mmask32 kHighHalves = 0xAAAAAAAA;
-    const __m512i pair = _mm512_maskz_loadu_epi16(mask_, p);
-    return {_mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kHighHalves, first_, pair)),
-            _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kHighHalves, second_, pair))};
-  }
-
- private:
-  __mmask32 mask_;
-  __m512i first_, second_;
-};
-#endif
-
 // Whether load_even_odd splits T's pairs without a shuffle.
 template <typename T>
 constexpr bool kSplitsPairsByShift =
