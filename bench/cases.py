@@ -29,7 +29,7 @@ class Shape:
         return size(self.h), size(self.w)
 
 
-# Names exactly as in DESIGN.md ("Performance model").
+# Names exactly as in DESIGN.md ("Benchmark").
 SHAPES = {
     s.name: s
     for s in [

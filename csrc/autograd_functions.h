@@ -1,6 +1,6 @@
 // Reverse-mode autograd of the operators, in C++: an eager training
-// step then runs no Python between the ops (a Python autograd.Function costs
-// ~25 us a call and its backward ~20 us, more than pooling a small input).
+// step then runs no Python between the ops (a Python autograd.Function's
+// call and backward cost more than pooling a small input).
 // Each backward calls the ops through the dispatcher, so it is differentiable
 // again, to any order, and compiled autograd can trace it (is_traceable: it
 // reads nothing but its saved tensors and saved_data). The same formulas exist once more in
