@@ -33,11 +33,9 @@ bool cpu_has_avx512() {
 namespace {
 
 // Below 8 MiB an output may well be read again from the caches by the next
-// op. Whole training steps favour streaming even at the size of vgg-512's
-// (51 MB grad_input, channels_last float32 step 2.9 ms streamed, 5.0 ms not),
-// though the op repeated alone on this VM's 480 MiB L3 runs 20% faster
-// without it: its output stays cached from call to call, as it would not in
-// a network.
+// op. Whole training steps favour streaming from there on, though the op
+// repeated alone on a large L3 runs faster without it: its output stays
+// cached from call to call, as it would not in a network.
 constexpr int64_t kDefaultStreamMinBytes = int64_t{8} << 20;
 
 std::atomic<int64_t> g_stream_min_bytes{kDefaultStreamMinBytes};
@@ -114,9 +112,7 @@ constexpr int64_t kMinTiledUnpoolChannels = 16;
 // Unpool by indices along rows gains by its streaming stores, where the
 // output leaves the caches anyway: at 8 times the size that streaming starts
 // at (64 MiB by default). Below, the scatter, writing through the caches,
-// measured faster (vgg-256@56 and vgg-512@28 NCHW, 13-51 MB, on a 480 MiB L3:
-// 0.65-0.76x of the scatter's speed; seed, vgg-64@224, segnet, 67-205 MB:
-// 1.24-1.5x).
+// measured faster.
 constexpr int64_t kUnpoolRowsStreamMultiple = 8;
 
 // values (undefined: a mask of `pooled`'s shape) keyed by indices or argmax,

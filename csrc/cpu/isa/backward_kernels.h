@@ -89,7 +89,7 @@ template <typename T, bool kCopy, bool kStream, bool kSpill>
 inline void route_channels(const T* grad, const uint8_t* argmax, T* window, int64_t C,
                            int64_t kh, int64_t kernel_w, SeenArgmax& seen) {
   // with kSpill one vector and no channel loop, which kept the compiler from
-  // unrolling the taps (30% slower)
+  // unrolling the taps
   for (int64_t c0 = 0; c0 < (kSpill ? 1 : C); c0 += kLanes) {
     const int64_t n = kSpill ? C : std::min(kLanes, C - c0);
     const Vec g = load_float(grad + c0, n);

@@ -84,7 +84,7 @@ void forward_nchw(const FastForwardArgs& a) {
 // channels_last, any geometry: one output pixel per step, kLanes channels
 // per vector. kTile2x2: 2x2 windows tiling the input (no padding, dilation or
 // cut window), whose tap loops then unroll; with few channels the generic
-// loops' bookkeeping costs more than the loads (mnist, C = 10: 3x).
+// loops' bookkeeping costs more than the loads.
 template <typename T, bool kArgmax, bool kStream, bool kTile2x2>
 void forward_channels_last(const FastForwardArgs& a) {
   // Sizes as locals, not read through `a`: the stores through `out` could

@@ -17,7 +17,7 @@ namespace POOLX_ISA_NAMESPACE {
 
 // The 16-bit lanes a spilling store (kSpill below) writes for C channels: a
 // half vector where C fits, so that it moves no more bytes than a float
-// one (mnist, C = 10: the bfloat16 backward was 3% slower than float32's).
+// one.
 inline int64_t spill_lanes_16bit(int64_t C) { return C <= 16 ? 16 : 32; }
 
 #if defined(CPU_CAPABILITY_AVX512)

@@ -85,7 +85,7 @@ inline void store_lanes(T* p, const Vec& v, int64_t n) {
 // vector of `lanes`, whose lanes past C the next tap or window overwrites.
 // The last spill must stay inside the row (the rest of the row is this
 // thread's to write next). A masked store of a few channels costs several
-// times a whole one (mnist, C = 10: the backward 25% faster).
+// times a whole one.
 inline int64_t spilling_windows(int64_t C, int64_t row_pixels, int64_t windows,
                                 int64_t kernel_w, int64_t lanes) {
   const int64_t room = row_pixels * C - (kernel_w - 1) * C - lanes;  // last spill's start
