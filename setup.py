@@ -11,7 +11,10 @@ a GPU.
 import glob
 import os
 import platform
+import shutil
+import subprocess
 import sys
+import tempfile
 
 from setuptools import setup
 
@@ -25,6 +28,11 @@ except ImportError:
     )
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+
+if sys.platform == "win32":
+    # The kernels use GCC/Clang attributes and builtins (per-function ISA
+    # targets, prefetch) that MSVC lacks.
+    sys.exit("poolx builds with GCC or Clang (Linux, macOS); Windows/MSVC is not supported.")
 
 
 def env_flag(name):
@@ -82,6 +90,35 @@ class BuildExtensionWithIsaKernels(BuildExtension.with_options(use_ninja=True)):
         super().build_extension(ext)
 
 
+def compiles(flags):
+    """Whether the C++ compiler builds and links a program with `flags`."""
+    compiler = os.environ.get("CXX", "c++")
+    if shutil.which(compiler.split()[0]) is None:
+        return False
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "probe.cpp")
+        with open(src, "w") as f:
+            f.write("#include <omp.h>\nint main() { return omp_get_max_threads() > 0 ? 0 : 1; }\n")
+        cmd = compiler.split() + flags + [src, "-o", os.path.join(tmp, "probe")]
+        return subprocess.run(cmd, capture_output=True).returncode == 0
+
+
+def openmp_flags():
+    """Compile/link flags for OpenMP, through which at::parallel_for's inline
+    code runs poolx's kernels on torch's threads: GCC's and Clang's
+    -fopenmp, or Apple Clang's -Xpreprocessor form with libomp. Without
+    any, poolx builds and runs single-threaded, and says so."""
+    if not torch.backends.openmp.is_available():
+        return [], []  # torch's own thread pool: nothing to compile in
+    for compile_flags, link_flags in ((["-fopenmp"], ["-fopenmp"]),
+                                      (["-Xpreprocessor", "-fopenmp"], ["-lomp"])):
+        if compiles(compile_flags + link_flags):
+            return compile_flags, link_flags
+    print("poolx: WARNING: the compiler has no OpenMP (-fopenmp); the kernels will run "
+          "on one thread")
+    return [], []
+
+
 def sources(pattern):
     return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
 
@@ -118,13 +155,13 @@ def extension():
     debug = env_flag("DEBUG")
     with_cuda, why = want_cuda()
     opt = ["-O0", "-g"] if debug else ["-O3"]
-    # -fopenmp: without it at::parallel_for in the extension runs on one thread
-    cxx = opt + ["-fopenmp"]
+    omp_compile, omp_link = openmp_flags()
+    cxx = opt + omp_compile
     common = sources("csrc/*.cpp") + sources("csrc/cpu/*.cpp")
     kwargs = dict(
         name="poolx._C",
         include_dirs=[os.path.join(ROOT, "csrc", "include")],
-        extra_link_args=["-fopenmp"],
+        extra_link_args=omp_link,
         py_limited_api=False,
     )
     emulation = env_flag("POOLX_CUDA_EMULATION")

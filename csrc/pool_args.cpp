@@ -43,6 +43,26 @@ Pool2dGeometry window_params(const PoolParams& p, const char* op) {
   return g;
 }
 
+// pad <= ((kernel - 1) * dilation + 1) / 2, halved toward zero as C++
+// divides, for any int64 factors (neither is checked yet) and pad >= 0:
+// exact, on the magnitudes in uint64 where the product may overflow.
+bool pad_within_half_effective_kernel(int64_t pad, int64_t kernel, int64_t dilation) {
+  const auto magnitude = [](int64_t v) {
+    return v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  };
+  // kernel - 1 as sign and magnitude (kernel = INT64_MIN leaves int64)
+  const bool factor_negative = kernel < 1;
+  const uint64_t factor = factor_negative ? magnitude(kernel) + 1 : static_cast<uint64_t>(kernel) - 1;
+  uint64_t product = 0;  // |(kernel - 1) * dilation|
+  const bool huge = c10::mul_overflows(factor, magnitude(dilation), &product);
+  if (factor != 0 && dilation != 0 && factor_negative != (dilation < 0)) {
+    // product < 0: (1 - |product|) / 2 is 0 for |product| <= 2, negative beyond
+    return pad == 0 && !huge && product <= 2;
+  }
+  // product >= 0: (product + 1) / 2 >= pad  <=>  product >= 2 * pad - 1
+  return pad == 0 || huge || product >= 2 * static_cast<uint64_t>(pad) - 1;
+}
+
 // torch's pooling_output_shape checks, for one dimension (its messages,
 // with the values added).
 void check_dim_params(const Pool2dGeometry& g, int64_t kernel, int64_t stride, int64_t pad,
@@ -50,10 +70,7 @@ void check_dim_params(const Pool2dGeometry& g, int64_t kernel, int64_t stride, i
   TORCH_CHECK(stride != 0, "stride should not be zero, but got dH: ", g.stride_h,
               " dW: ", g.stride_w);
   TORCH_CHECK(pad >= 0, "pad must be non-negative, but got pad: ", pad);
-  // the effective kernel (kernel - 1) * dilation + 1, halved as C++ does,
-  // in 128 bits: neither factor is checked yet
-  const __int128 effective = (static_cast<__int128>(kernel) - 1) * dilation + 1;
-  TORCH_CHECK(pad <= effective / 2,
+  TORCH_CHECK(pad_within_half_effective_kernel(pad, kernel, dilation),
               "pad should be at most half of effective kernel size, but got pad=", pad,
               ", kernel_size=", kernel, " and dilation=", dilation);
 }

@@ -165,3 +165,29 @@ def test_rejects_tensors_on_different_devices():
     ):
         with pytest.raises(RuntimeError, match=r"argmax.device=|device"):
             call()
+
+
+INT64 = [0, 1, 2, 3, -1, -2, -3, 2**62, 2**62 + 1, -(2**62), 3037000500, -3037000500,
+         2**63 - 1, -(2**63)]
+
+
+def test_padding_limit_is_exact_for_any_int64_factors():
+    """The op's "at most half of effective kernel size" check computes
+    ((kernel - 1) * dilation + 1) / 2 without overflow for every int64 kernel
+    and dilation (neither is checked before it, as in torch): compared with
+    Python's exact integers, halved toward zero as C++ divides."""
+    rng = torch.Generator().manual_seed(0)
+    drawn = torch.randint(-(2**63), 2**63 - 1, (12,), generator=rng, dtype=torch.int64).tolist()
+    x = random_values((1, 1, 4, 4), torch.float32)
+    for kernel in INT64 + drawn:
+        for dilation in INT64 + drawn:
+            effective = (kernel - 1) * dilation + 1
+            half = abs(effective) // 2 * (1 if effective >= 0 else -1)
+            for pad in {0, 1, 2, 3, 2**62, 2**63 - 1, min(max(half, 0), 2**63 - 1),
+                        min(max(half + 1, 0), 2**63 - 1)}:
+                try:
+                    ops.max_pool2d_values(x, [kernel, 3], [1, 1], [pad, 0], [dilation, 1], False)
+                    passed = True
+                except RuntimeError as e:
+                    passed = "effective kernel size" not in str(e)
+                assert passed == (pad <= half), (kernel, dilation, pad)
