@@ -30,6 +30,18 @@ def raises_bad_argmax(message):
     return pytest.raises(IndexError, match=message)
 
 
+# assert_close's arguments for equal values, NaN where NaN (strides and the
+# sign of zero unchecked; assert_identical checks those too).
+EXACT = dict(rtol=0, atol=0, equal_nan=True)
+
+
+def raises_like(expected, call):
+    """call() raises an exception of exactly type(expected), torch's exception."""
+    with pytest.raises(Exception) as info:
+        call()
+    assert type(info.value) is type(expected), (info.value, expected)
+
+
 def assert_identical(actual, expected, what, check_stride=True):
     """Same dtype, shape, strides and values: NaN where NaN (payloads are not
     promised), equal bits elsewhere (-0.0 where -0.0)."""

@@ -1,130 +1,34 @@
-"""Property tests: random max_pool2d and max_unpool2d calls, valid or not, give
-torch's results or torch's exception type.
+"""Property tests of max_pool2d: configurations drawn by hypothesis, valid or
+not, give torch's values, indices and gradients bit for bit, or torch's
+exception type. (test_fuzz_unpool.py does the same for max_unpool2d; the
+profiles are in fuzz_strategies.py.)"""
 
-HYPOTHESIS_PROFILE=ci (default: derandomized, 300 examples per property, ~10 s) or
-HYPOTHESIS_PROFILE=fuzz (random, 5000 examples per property, ~4 min).
-"""
-
-import os
-from dataclasses import dataclass
-
-import pytest
 import torch
-import torch.nn.functional as F
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import poolx
-from reference import torch_grad
+from fuzz_strategies import fuzz_settings, leading_dims, tensors
+from inputs import FLOAT_DTYPES, INT_DTYPES, Pool, random_values, upstream_grad
+from reference import EXACT, assert_identical, empty_windows, raises_like, torch_grad, torch_pool
 
-_common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
-settings.register_profile("ci", derandomize=True, max_examples=300, **_common)
-settings.register_profile("fuzz", max_examples=5000, **_common)
-fuzz_settings = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-
-exact = dict(rtol=0, atol=0, equal_nan=True)
-FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
-INT_DTYPES = [torch.uint8, torch.int8, torch.int32, torch.int64]
-LAYOUTS = ["contiguous", "channels_last", "sliced", "transposed"]
-
-
-def max_unpool2d(input, indices, output_size):
-    """The unpool op itself, fuzzed against aten's op (the Python API adds only
-    torch's output-size rule, tested in test_unpool.py)."""
-    return torch.ops.poolx.max_unpool2d(input, indices, output_size)
-
-
-def torch_unpool(input, indices, output_size):
-    """torch's CPU unpool on one thread, where the last input of a plane in row-major order
-    wins a repeated index; with more threads torch's writes race (parallel over elements)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return torch.ops.aten.max_unpool2d(input, indices, output_size)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def raises_like(expected, call):
-    """call() raises an exception of exactly type(expected)."""
-    with pytest.raises(Exception) as info:
-        call()
-    assert type(info.value) is type(expected), (info.value, expected)
-
-
-# ---- tensors ------------------------------------------------------------------------------
-
-
-def random_values(shape, dtype, seed, specials):
-    """Values from a small range (many ties), with NaN/-inf/inf planted in floats."""
-    g = torch.Generator().manual_seed(seed)
-    low = 0 if dtype == torch.uint8 else -4
-    x = torch.randint(low, 5, shape, generator=g).to(torch.float64)
-    if dtype.is_floating_point and specials and x.numel():
-        flat = x.view(-1)
-        for value in specials:
-            flat[torch.randint(0, flat.numel(), (max(1, flat.numel() // 8),), generator=g)] = value
-    return x.to(dtype)
-
-
-def laid_out(values, layout):
-    """values in a tensor with the given memory layout; padding elements hold 100."""
-    if layout == "channels_last":
-        return values.contiguous(memory_format=torch.channels_last)
-    if layout == "sliced":
-        wide = torch.full((*values.shape[:-1], 2 * values.shape[-1]), 100, dtype=values.dtype)
-        wide[..., ::2] = values
-        return wide[..., ::2]
-    if layout == "transposed":
-        return values.transpose(-1, -2).contiguous().transpose(-1, -2)
-    return values
+# ---- configurations -----------------------------------------------------------------------
 
 
 @st.composite
-def tensors(draw, shape, dtypes):
-    dtype = draw(st.sampled_from(dtypes))
-    layouts = LAYOUTS if len(shape) == 4 else [l for l in LAYOUTS if l != "channels_last"]
-    specials = draw(st.sampled_from([(), (float("nan"),), (float("-inf"),),
-                                     (float("nan"), float("nan"), float("inf"))]))
-    values = random_values(shape, dtype, draw(st.integers(0, 2**31)), specials)
-    return laid_out(values, draw(st.sampled_from(layouts)))
-
-
-# ---- pooling configurations ---------------------------------------------------------------
-
-
-@dataclass
-class Pool:
-    kernel_size: object
-    stride: object
-    padding: object
-    dilation: object
-    ceil_mode: bool
-
-    def kwargs(self):
-        return vars(self)
-
-
-def leading_dims(draw, batch_sizes):
-    batch = draw(st.sampled_from(batch_sizes))
-    channels = draw(st.integers(1, 3))
-    return (channels,) if batch is None else (batch, channels)
-
-
-@st.composite
-def valid_pools(draw):
-    kernel = [draw(st.integers(1, 4) | st.integers(15, 17)) for _ in range(2)]
-    dilation = [draw(st.integers(1, 3)) for _ in range(2)]
-    padding = [draw(st.integers(0, k // 2)) for k in kernel]
+def pools(draw):
+    """A valid configuration and an input plane (Pool.hw) with at least one output.
+    Kernels up to 17 (windows past 256 taps have an int32 argmax); some windows
+    may lie wholly in the padding (empty_windows)."""
+    kernel = tuple(draw(st.integers(1, 5) | st.integers(15, 17)) for _ in range(2))
     stride = draw(st.none() | st.tuples(st.integers(1, 4), st.integers(1, 4)))
-    # Smallest input with at least one output: dilated window minus both paddings.
-    hw = [
-        draw(st.integers(max(1, d * (k - 1) + 1 - 2 * p), max(1, d * (k - 1) + 1 - 2 * p) + 9))
-        for k, d, p in zip(kernel, dilation, padding)
-    ]
-    shape = (*leading_dims(draw, [None, 0, 1, 2, 3]), *hw)
-    x = draw(tensors(shape, FLOAT_DTYPES + INT_DTYPES))
-    return x, Pool(tuple(kernel), stride, tuple(padding), tuple(dilation), draw(st.booleans()))
+    padding = tuple(draw(st.integers(0, k // 2)) for k in kernel)
+    dilation = tuple(draw(st.integers(1, 3)) for _ in range(2))
+    # From the smallest plane with an output (the dilated window minus both
+    # paddings) to 9 past it, or to 13 for small windows.
+    low = [max(1, d * (k - 1) + 1 - 2 * p) for k, d, p in zip(kernel, dilation, padding)]
+    hw = tuple(draw(st.integers(m, max(m + 9, 13))) for m in low)
+    return Pool("drawn", hw, kernel, stride, padding, dilation, draw(st.booleans()))
 
 
 def int_args(low, high):
@@ -134,57 +38,28 @@ def int_args(low, high):
 
 @st.composite
 def any_pools(draw):
+    """Any call: inputs of 2 to 5 dims, any dtype, arguments in any form, valid or not."""
     ndim = draw(st.sampled_from([2, 3, 4, 4, 5]))
     shape = tuple(draw(st.integers(0, 6)) for _ in range(ndim))
-    x = draw(tensors(shape, FLOAT_DTYPES + INT_DTYPES + [torch.bool, torch.complex64]))
-    pool = Pool(draw(int_args(-1, 7)), draw(st.none() | int_args(-1, 4)), draw(int_args(-1, 3)),
-                draw(int_args(-1, 3)), draw(st.booleans()))
+    x = draw(tensors(shape, FLOAT_DTYPES + INT_DTYPES + (torch.bool, torch.complex64)))
+    pool = Pool("any", shape[-2:], draw(int_args(-1, 7)), draw(st.none() | int_args(-1, 4)),
+                draw(int_args(-1, 3)), draw(int_args(-1, 3)), draw(st.booleans()))
     return x, pool
-
-
-def window_has_input(size, out, kernel, stride, pad, dilation):
-    """Per output position along one axis: does any tap of its window land in [0, size)?"""
-    return torch.tensor([
-        any(0 <= o * stride - pad + k * dilation < size for k in range(kernel)) for o in range(out)
-    ], dtype=torch.bool)
-
-
-def nonempty_windows(values, x, pool):
-    """Mask over values: True where the window holds at least one input element."""
-    k, s, p, d = map(_pair, (pool.kernel_size, pool.stride or pool.kernel_size, pool.padding,
-                             pool.dilation))
-    rows = window_has_input(x.shape[-2], values.shape[-2], k[0], s[0], p[0], d[0])
-    cols = window_has_input(x.shape[-1], values.shape[-1], k[1], s[1], p[1], d[1])
-    return (rows[:, None] & cols[None, :]).expand(values.shape)
-
-
-def _pair(v):
-    v = (v,) if isinstance(v, int) else tuple(v)
-    return v * 2 if len(v) == 1 else v
 
 
 # ---- checks -------------------------------------------------------------------------------
 
 
-def torch_max_pool2d(x, pool):
-    """torch's values and indices. torch's channels_last kernel for integer dtypes refuses
-    planes of more elements than the dtype can count (int8: 127); its NCHW kernel agrees
-    with it everywhere else, so it stands in there."""
-    if not x.dtype.is_floating_point and x.dim() == 4 and x.is_contiguous(
-        memory_format=torch.channels_last
-    ):
-        x = x.contiguous()
-    return F.max_pool2d(x, **pool.kwargs(), return_indices=True)
-
-
 def check_forward(x, pool):
-    expected, expected_indices = torch_max_pool2d(x, pool)
+    """poolx's values and indices are torch's; returns torch's indices and whether
+    every window holds an input element."""
+    expected, expected_indices = torch_pool(x, pool, return_indices=True)
     values, indices = poolx.max_pool2d(x, **pool.kwargs(), return_indices=True)
-    torch.testing.assert_close(values, expected, **exact)
-    torch.testing.assert_close(poolx.max_pool2d(x, **pool.kwargs()), expected, **exact)
-    inside = nonempty_windows(values, x, pool)
+    torch.testing.assert_close(values, expected, **EXACT)
+    torch.testing.assert_close(poolx.max_pool2d(x, **pool.kwargs()), expected, **EXACT)
+    inside = ~empty_windows(pool, x.shape[-2:]).expand(values.shape)
     # torch's CPU kernel gives out-of-range indices for windows with no input element.
-    torch.testing.assert_close(indices[inside], expected_indices[inside], **exact)
+    torch.testing.assert_close(indices[inside], expected_indices[inside], **EXACT)
     plane = x.shape[-2] * x.shape[-1]
     assert bool(((indices >= 0) & (indices < plane)).all())
     return expected_indices, bool(inside.all())
@@ -201,16 +76,30 @@ def check_backward(x, pool, expected_indices, torch_is_safe):
         # torch's backward would follow its out-of-range indices; integer gradients make
         # a scatter-add reference exact in any order.
         grad_out = torch.randint(-8, 9, values.shape, generator=g).to(x.dtype)
-        kept = torch.where(nonempty_windows(values, x, pool), grad_out.double(), 0.0)
+        inside = ~empty_windows(pool, x.shape[-2:]).expand(values.shape)
+        kept = torch.where(inside, grad_out.double(), 0.0)
         index = expected_indices.clamp(0, x.shape[-2] * x.shape[-1] - 1).flatten(-2)
         expected = torch.zeros(*x.shape[:-2], x.shape[-2] * x.shape[-1], dtype=torch.float64)
         expected = expected.scatter_add(-1, index, kept.flatten(-2)).view(x.shape).to(x.dtype)
     values.backward(grad_out)
-    torch.testing.assert_close(x.grad, expected, **exact)
+    torch.testing.assert_close(x.grad, expected, **EXACT)
+
+
+# ---- properties ---------------------------------------------------------------------------
+
+
+@st.composite
+def pooled_tensors(draw):
+    """A drawn configuration and an input for it: unbatched or a batch of 0 to 3,
+    any dtype, any layout, specials planted."""
+    pool = draw(pools())
+    x = draw(tensors((*leading_dims(draw, [None, 0, 1, 2, 3]), *pool.hw),
+                     FLOAT_DTYPES + INT_DTYPES))
+    return x, pool
 
 
 @fuzz_settings
-@given(valid_pools())
+@given(pooled_tensors())
 def test_valid_pool_matches_torch(case):
     x, pool = case
     expected_indices, torch_is_safe = check_forward(x, pool)
@@ -218,89 +107,39 @@ def test_valid_pool_matches_torch(case):
         check_backward(x, pool, expected_indices, torch_is_safe)
 
 
+@settings(
+    max_examples=250,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
+)
+@given(pool=pools(), dtype=st.sampled_from(FLOAT_DTYPES), channels_last=st.booleans())
+def test_valid_pool_matches_torch_on_device(pool, dtype, channels_last, device):
+    """On every device, with NaN clusters, planes of only -inf and +-0.0 in the
+    upstream gradient: identical strides and signs of zero as well."""
+    # torch's backward writes out of bounds for empty windows (test_degenerate.py)
+    assume(not empty_windows(pool, pool.hw).any())
+    x = random_values((2, 3, *pool.hw), dtype, device)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    what = f"{pool} | {dtype} | channels_last={channels_last}"
+    values, indices = torch_pool(x, pool, return_indices=True)
+    x.requires_grad_()
+    got_values, got_indices = poolx.max_pool2d(x, **pool.kwargs(), return_indices=True)
+    assert_identical(got_values, values, f"values of {what}")
+    assert_identical(got_indices, indices, f"indices of {what}")
+    grad_out = upstream_grad(got_values)
+    (grad,) = torch.autograd.grad(got_values, x, grad_out)
+    assert_identical(grad, torch_grad(x, pool, grad_out), f"gradient of {what}")
+
+
 @fuzz_settings
 @given(any_pools())
 def test_any_pool_call_raises_where_torch_raises(case):
     x, pool = case
     try:
-        torch_max_pool2d(x, pool)
+        torch_pool(x, pool, return_indices=True)
     except Exception as error:  # noqa: BLE001  (any exception torch raises, poolx must too)
         raises_like(error, lambda: poolx.max_pool2d(x, **pool.kwargs(), return_indices=True))
         raises_like(error, lambda: poolx.max_pool2d(x, **pool.kwargs()))
         return
     check_forward(x, pool)
-
-
-# ---- unpool -------------------------------------------------------------------------------
-
-
-@st.composite
-def unpool_cases(draw, index_low=0, index_extra=0):
-    """(input, indices, output_size); indices drawn from a few plane positions (repeats)."""
-    shape = (*leading_dims(draw, [None, 0, 1, 2]), draw(st.integers(1, 4)), draw(st.integers(1, 4)))
-    x = draw(tensors(shape, FLOAT_DTYPES))
-    out_hw = [draw(st.integers(1, 7)), draw(st.integers(1, 7))]
-    plane = out_hw[0] * out_hw[1]
-    targets = draw(st.integers(1, plane))
-    g = torch.Generator().manual_seed(draw(st.integers(0, 2**31)))
-    offset = torch.randint(0, plane - targets + 1, (), generator=g)
-    indices = torch.randint(index_low, targets + index_extra, shape, generator=g) + offset
-    return x, laid_out(indices, draw(st.sampled_from(["contiguous", "sliced"]))), out_hw
-
-
-@fuzz_settings
-@given(unpool_cases())
-def test_valid_unpool_matches_torch(case):
-    x, indices, out_hw = case
-    expected = torch_unpool(x, indices, out_hw)
-    torch.testing.assert_close(max_unpool2d(x, indices, out_hw), expected, **exact)
-
-
-@fuzz_settings
-@given(unpool_cases(index_low=-3, index_extra=60), st.booleans())
-def test_unpool_with_out_of_range_index_raises(case, negative):
-    x, indices, out_hw = case
-    plane = out_hw[0] * out_hw[1]
-    if indices.numel():
-        indices.view(-1)[indices.numel() // 2] = -1 if negative else plane
-    try:
-        expected = torch_unpool(x, indices, out_hw)
-    except RuntimeError as error:
-        assert "invalid max index" in str(error)
-        raises_like(error, lambda: max_unpool2d(x, indices, out_hw))
-        return
-    assert x.numel() == 0
-    torch.testing.assert_close(max_unpool2d(x, indices, out_hw), expected, **exact)
-
-
-@st.composite
-def any_unpools(draw):
-    shapes = [tuple(draw(st.integers(0, 3)) for _ in range(draw(st.sampled_from([2, 3, 4, 5]))))]
-    shapes.append(draw(st.sampled_from(shapes) | st.just((1, 2, 2, 2))))
-    x = draw(tensors(shapes[0], FLOAT_DTYPES + [torch.bool]))
-    index_dtype = draw(st.sampled_from([torch.int64, torch.int64, torch.int32]))
-    indices = torch.randint(-1, 10, shapes[1]).to(index_dtype)
-    out_hw = draw(st.lists(st.integers(-1, 5), min_size=1, max_size=3))
-    return x, indices, out_hw
-
-
-@fuzz_settings
-@given(any_unpools())
-def test_any_unpool_call_raises_where_torch_raises(case):
-    x, indices, out_hw = case
-    try:
-        expected = torch_unpool(x, indices, out_hw)
-    except Exception as error:  # noqa: BLE001  (any exception torch raises, poolx must too)
-        raises_like(error, lambda: max_unpool2d(x, indices, out_hw))
-        return
-    if x.dtype == torch.bool:
-        # torch checks the dtype only when the output has elements; poolx always does.
-        with pytest.raises(NotImplementedError):
-            max_unpool2d(x, indices, out_hw)
-        return
-    if 0 in out_hw and indices.numel():
-        # torch skips its index check when the output is empty; every index is out of range.
-        with pytest.raises(RuntimeError, match="invalid max index"):
-            max_unpool2d(x, indices, out_hw)
-        return
-    torch.testing.assert_close(max_unpool2d(x, indices, out_hw), expected, **exact)

@@ -9,8 +9,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from test_unpool import torch_unpool
-from unpool_cases import assert_same_bits, planted, torch_indices, values_like
+from unpool_cases import assert_same_bits, planted, torch_indices, torch_unpool, values_like
 
 import poolx
 

@@ -1,7 +1,10 @@
-"""Pooling cases and planted inputs shared by the unpool and mask tests."""
+"""Pooling cases, planted inputs and torch's unpool, shared by the unpool and
+mask tests."""
 
 import torch
 import torch.nn.functional as F
+from reference import single_threaded
+from torch import nn
 
 # (kernel_size, stride, padding, dilation, ceil_mode) and the input plane.
 CASES = {
@@ -30,6 +33,30 @@ def planted(shape, dtype=torch.float32, device="cpu", channels_last=False):
     x.view(-1, *shape[-2:])[-1, 1:4, 1:4] = float("nan")
     x = x.to(device)
     return x.contiguous(memory_format=torch.channels_last) if channels_last else x
+
+
+def pooled_input(case, device, channels_last, batch=(2, 3)):
+    """(pool, x, torch's indices) for CASES[case], x planted with `batch` leading dims."""
+    pool, hw = CASES[case]
+    x = planted((*batch, *hw), device=device, channels_last=channels_last)
+    return pool, x, torch_indices(x, pool)
+
+
+def unpool_args(pool):
+    """kernel_size, stride, padding for unpooling after `pool`: unpool has no
+    dilation, so a dilated window counts with its span (for the size check)."""
+    kernel, stride, padding, dilation = (nn.modules.utils._pair(a) for a in pool[:4])
+    span = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
+    return span, stride, padding
+
+
+def torch_unpool(values, indices, pool, output_size):
+    """The reference: torch's CPU result on one thread. With more threads its
+    kernel splits a plane between them and a repeated index may keep either
+    write; on one thread the last write in row-major input order wins."""
+    contiguous = [t.cpu().contiguous() for t in (values, indices)]
+    with single_threaded():
+        return F.max_unpool2d(*contiguous, *unpool_args(pool), output_size=output_size)
 
 
 def torch_indices(x, pool):

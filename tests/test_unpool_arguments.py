@@ -1,0 +1,133 @@
+"""The arguments of poolx.max_unpool2d, poolx.max_unpool2d_argmax and
+poolx.MaxUnpool2d: torch's output-size rule and module, and torch's errors for
+bad sizes, inputs, indices and argmax."""
+
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from unpool_cases import assert_same_bits, planted, pooled_input, torch_indices, values_like
+
+import poolx
+
+OUTPUT_SIZES = {
+    "default": None,
+    "(H, W)": (7, 9),
+    "full shape": (2, 3, 7, 9),
+    "torch.Size": torch.Size([2, 3, 6, 8]),
+    "list": [6, 9],
+}
+
+
+def even_pooled():
+    x = planted((2, 3, 6, 8))
+    return x, torch_indices(x, (2,))
+
+
+@pytest.mark.parametrize("output_size", OUTPUT_SIZES.values(), ids=OUTPUT_SIZES)
+def test_output_size(output_size):
+    x, indices = even_pooled()
+    values = values_like(indices, torch.float32)
+    expected = F.max_unpool2d(values, indices, 2, output_size=output_size)
+    assert_same_bits(poolx.max_unpool2d(values, indices, 2, output_size=output_size), expected)
+    module = poolx.MaxUnpool2d(2)
+    assert_same_bits(module(values, indices, output_size), expected)
+
+
+@pytest.mark.parametrize("output_size", [(9, 9), (4, 8), (2, 3, 7), (7,)], ids=str)
+def test_output_size_errors_are_torchs(output_size):
+    x, indices = even_pooled()
+    values = values_like(indices, torch.float32)
+    with pytest.raises(ValueError) as expected:
+        F.max_unpool2d(values, indices, 2, output_size=output_size)
+    with pytest.raises(ValueError, match=re.escape(str(expected.value))):
+        poolx.max_unpool2d(values, indices, 2, output_size=output_size)
+
+
+def test_module_is_torchs():
+    ours, theirs = poolx.MaxUnpool2d((3, 2), 1, (1, 0)), nn.MaxUnpool2d((3, 2), 1, (1, 0))
+    assert isinstance(ours, nn.MaxUnpool2d)
+    assert repr(ours) == "poolx." + repr(theirs)  # torch's arguments, poolx's name
+    assert (ours.kernel_size, ours.stride, ours.padding) == ((3, 2), (1, 1), (1, 0))
+
+
+def bad_indices(indices):
+    """(name, indices, message) for every way indices can be wrong."""
+    high = indices.clone()
+    high.view(-1)[5] = 6 * 7
+    negative = indices.clone()
+    negative.view(-1)[-1] = -1
+    return [
+        ("one past the plane", high, "invalid max index: 42 (output volumes are of size 6x7)"),
+        ("negative", negative, "Found an invalid max index: -1"),
+        ("int32", indices.int(), "indices should be type int64 but got: Int"),
+        ("wrong shape", indices[..., :-1], "Expected shape of indices to be same as that of"),
+        ("other device", indices.to("meta"), "device"),
+    ]
+
+
+def test_bad_indices_raise(device):
+    _, x, indices = pooled_input("overlap 3/1 (indices repeat)", device, False)
+    values = values_like(indices, torch.float32)
+    for name, bad, message in bad_indices(indices):
+        with pytest.raises(RuntimeError, match=re.escape(message)):
+            poolx.max_unpool2d(values, bad, 3, 1, 1, output_size=x.shape)
+
+
+def test_bad_input_raises():
+    with pytest.raises(RuntimeError, match="Expected 3d or 4d tensor for input"):
+        poolx.max_unpool2d(torch.ones(2, 2), torch.zeros(2, 2, dtype=torch.long), 2)
+    with pytest.raises(RuntimeError, match="non-zero size for non-batch dimensions"):
+        poolx.max_unpool2d(torch.ones(1, 0, 2, 2), torch.zeros(1, 0, 2, 2, dtype=torch.long), 2)
+
+
+def test_bad_argmax_raises(device):
+    pool, x, _ = pooled_input("overlap 3/1 (indices repeat)", device, False)
+    values, argmax = poolx.max_pool2d_with_argmax(x, *pool)
+    cases = [
+        (argmax.long(), "argmax must have dtype Byte"),
+        (argmax[..., :-1], "argmax must have the shape"),
+        (argmax.to("meta"), "device"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(RuntimeError, match=message):
+            poolx.max_unpool2d_argmax(values, bad, x.shape, *pool)
+    with pytest.raises(RuntimeError, match="gives an output of size"):
+        poolx.max_unpool2d_argmax(values, argmax, (9, 9), *pool)
+    with pytest.raises(RuntimeError, match=r"output_size must be the input's full shape"):
+        poolx.max_unpool2d_argmax(values, argmax, (1, 1, 6, 7), *pool)
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+@pytest.mark.parametrize("bad", [-5, 40 * 40], ids=["negative", "one past the plane"])
+def test_an_invalid_index_in_any_plane_raises(channels_last, bad):
+    indices = torch.randint(0, 40 * 40, (2, 37, 20, 20))
+    indices[1, 36, 19, 7] = bad  # the last plane's last row
+    values = torch.randn(indices.shape)
+    if channels_last:
+        indices = indices.contiguous(memory_format=torch.channels_last)
+        values = values.contiguous(memory_format=torch.channels_last)
+    message = f"Found an invalid max index: {bad} (output volumes are of size 40x40)"
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        poolx.max_unpool2d(values, indices, 2)
+
+
+def test_output_size_rule_is_torchs_on_every_call():
+    """poolx works out an output size once per distinct call and keeps it:
+    repeated and interleaved calls, valid and invalid, still give torch's
+    sizes and torch's errors every time."""
+    values, indices = F.max_pool2d(torch.randn(1, 2, 6, 10), 2, return_indices=True)
+    sizes = [None, (6, 10), [7, 11], torch.Size([1, 2, 6, 11]), (9, 10), [6], [6.0, 10.0], 7]
+    for _ in range(2):
+        for kernel in (2, (2, 2)):
+            for output_size in sizes:
+                try:
+                    expected = F.max_unpool2d(values, indices, kernel, output_size=output_size)
+                except Exception as error:
+                    with pytest.raises(type(error), match=re.escape(str(error))):
+                        poolx.max_unpool2d(values, indices, kernel, output_size=output_size)
+                else:
+                    got = poolx.max_unpool2d(values, indices, kernel, output_size=output_size)
+                    assert torch.equal(got, expected), output_size
