@@ -8,7 +8,7 @@
 #include "../index_rows.h"
 #include "poolx/elements.h"
 #include "stream_stores.h"
-#include "vec_io.h"
+#include "argmax_lanes.h"
 
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {

@@ -8,7 +8,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "vec_io.h"
+#include "argmax_lanes.h"
 
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {

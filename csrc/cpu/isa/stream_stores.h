@@ -9,7 +9,7 @@
 #include <numeric>
 
 #include "../fast_paths.h"
-#include "vec_io.h"
+#include "argmax_lanes.h"
 
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {

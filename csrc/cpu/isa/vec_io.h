@@ -1,5 +1,5 @@
-// Loads and stores of float, bfloat16 and half through float vectors, and of
-// the uint8 argmax through the same lanes; `n` limits the lanes touched.
+// Loads and stores of float, bfloat16 and half through float vectors; `n`
+// limits the lanes touched. The argmax lanes are in argmax_lanes.h.
 #pragma once
 
 #include <ATen/cpu/vec/vec.h>
@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -220,106 +219,6 @@ inline std::pair<Vec, Vec> interleave_pixels(const Vec& even, const Vec& odd) {
     const auto [a, b] =
         at::vec::interleave2(at::vec::cast<double>(even), at::vec::cast<double>(odd));
     return {at::vec::cast<float>(a), at::vec::cast<float>(b)};
-  }
-}
-
-// Argmax lanes are kept as small exact floats so they share the value masks.
-// (at::vec's uint8 vectors are 64 lanes wide and load a partial vector
-// through a buffer, so AVX-512 goes through 16-byte lanes directly.)
-inline Vec load_argmax(const uint8_t* p, int64_t n) {
-#if defined(CPU_CAPABILITY_AVX512)
-  const __m128i bytes = n >= kLanes ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
-                                    : _mm_maskz_loadu_epi8(lane_mask(n), p);
-  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));
-#else
-  return at::vec::convert<float>(at::vec::Vectorized<uint8_t>::loadu(p, std::min(n, kLanes)));
-#endif
-}
-
-#if defined(CPU_CAPABILITY_AVX512)
-// The argmax lanes as 16 bytes.
-inline __m128i argmax_bytes(const Vec& argmax) {
-  return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(argmax));
-}
-
-// n argmax bytes (n <= 16) at p.
-inline void store_argmax_bytes(uint8_t* p, __m128i bytes, int64_t n) {
-  if (n >= kLanes) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), bytes);
-  } else {
-    _mm_mask_storeu_epi8(p, lane_mask(n), bytes);
-  }
-}
-#endif
-
-inline void store_argmax(uint8_t* p, const Vec& argmax, int64_t n) {
-#if defined(CPU_CAPABILITY_AVX512)
-  store_argmax_bytes(p, argmax_bytes(argmax), n);
-#else
-  at::vec::convert<uint8_t>(argmax).store(p, std::min(n, kLanes));
-#endif
-}
-
-#if defined(CPU_CAPABILITY_AVX512)
-// The lanes where candidate v takes the max from `best` by PyTorch's rule:
-// greater, or NaN. In mask registers: at::vec's comparisons widen each mask
-// to a vector and back.
-inline __mmask16 lanes_won(const Vec& v, const Vec& best) {
-  return _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-}
-#endif
-
-// The running max of a window and the tap that holds it, lane by lane, with
-// PyTorch's rule: a candidate wins if greater or NaN. Starting from the first
-// tap equals starting from -inf: a -inf first tap keeps its bits and its tap.
-template <bool kArgmax>
-struct RunningMax {
-  Vec value, argmax;
-  explicit RunningMax(int64_t first_tap)
-      : value(-std::numeric_limits<float>::infinity()), argmax(static_cast<float>(first_tap)) {}
-  RunningMax(const Vec& first, int64_t first_tap)
-      : value(first), argmax(static_cast<float>(first_tap)) {}
-  // v at `tap`: it starts the max if First is std::true_type (the window's
-  // first tap), else it updates the max.
-  template <typename First>
-  inline void take(const Vec& v, int64_t tap, First) {
-    if constexpr (First::value) {
-      *this = RunningMax(v, tap);
-    } else {
-      update(v, tap);
-    }
-  }
-  inline void update(const Vec& v, int64_t tap) {
-#if defined(CPU_CAPABILITY_AVX512)
-    const __mmask16 wins = lanes_won(v, value);
-    value = _mm512_mask_mov_ps(value, wins, v);
-    if constexpr (kArgmax) {
-      argmax = _mm512_mask_mov_ps(argmax, wins, _mm512_set1_ps(static_cast<float>(tap)));
-    }
-#else
-    const Vec wins = (v > value) | v.isnan();
-    value = Vec::blendv(value, v, wins);
-    if constexpr (kArgmax) argmax = Vec::blendv(argmax, Vec(static_cast<float>(tap)), wins);
-#endif
-  }
-};
-
-// grad where the argmax lanes equal `tap`, +0 elsewhere; 0 + g as torch sums
-// (so a -0 gradient arrives as +0).
-// With kCopy the selected value keeps its bits (unpool by argmax, or a sum
-// that starts from +0 and adds it itself).
-template <bool kCopy = false>
-inline Vec select_grad(const Vec& grad, const Vec& argmax, int64_t tap) {
-#if defined(CPU_CAPABILITY_AVX512)
-  const Vec picked = _mm512_maskz_mov_ps(
-      _mm512_cmp_ps_mask(argmax, _mm512_set1_ps(static_cast<float>(tap)), _CMP_EQ_OQ), grad);
-#else
-  const Vec picked = grad & (argmax == Vec(static_cast<float>(tap)));
-#endif
-  if constexpr (kCopy) {
-    return picked;
-  } else {
-    return Vec(0.f) + picked;
   }
 }
 
