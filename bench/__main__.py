@@ -28,7 +28,7 @@ LAYOUT_NAMES = ["nchw", "channels_last"]
 DTYPE_NAMES = ["float32", "bfloat16", "float16"]
 MODE_NAMES = ["inference", "forward", "backward", "forward+backward", "return_indices", "unpool",
               "unpool_argmax", "pool+unpool", "argmax_to_mask"]
-PEER_NAMES = ["eager", "compile", "avg_pool2d", "poolx"]
+PEER_NAMES = ["eager", "compile", "avg_pool2d", "generic", "poolx"]
 
 
 def parse_args(argv):
@@ -51,7 +51,9 @@ def parse_args(argv):
                    help="default: float32 bfloat16 (+ float16 on cuda)")
     p.add_argument("--modes", nargs="+", choices=MODE_NAMES, default=MODE_NAMES)
     p.add_argument("--peers", nargs="+", choices=PEER_NAMES, default=None,
-                   help="default: all; with --quick all but compile, whose compile time "
+                   help="default: all but generic (poolx with its CPU fast paths off, the "
+                        "element kernels each fast path is measured against); with --quick all "
+                        "but compile too, whose compile time "
                         "would dominate (poolx is always measured)")
     p.add_argument("--quick", action="store_true",
                    help="small cases: mnist and resnet-stem (batch 2), float32 and bfloat16, "
@@ -84,7 +86,8 @@ def parse_args(argv):
     if args.prefault_gb is None:
         args.prefault_gb = 0 if args.quick else 12
     if args.peers is None:
-        args.peers = [p for p in PEER_NAMES if not (args.quick and p == "compile")]
+        args.peers = [p for p in PEER_NAMES
+                      if p != "generic" and not (args.quick and p == "compile")]
     if "poolx" not in args.peers:
         args.peers = [*args.peers, "poolx"]
     return args
@@ -176,6 +179,8 @@ def main(argv=None):
 
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA device is available")
+    if args.device == "cuda" and "generic" in args.peers:
+        raise SystemExit("--peers generic: the fast paths it turns off are the CPU's")
     if args.threads:
         torch.set_num_threads(args.threads)
     shapes, dtypes = args.shapes, args.dtypes or default_dtypes(args.device)

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import poolx
 
-PEERS = ["eager", "compile", "avg_pool2d", "poolx"]
+PEERS = ["eager", "compile", "avg_pool2d", "generic", "poolx"]
 aten = torch.ops.aten
 
 
@@ -124,12 +124,27 @@ def _paths(peer, t, hw):
     }
 
 
+def _without_fast_paths(run):
+    """poolx with its CPU fast paths off: the element kernels every fast path
+    must beat to earn its place."""
+    def generic():
+        before = torch.ops.poolx.set_cpu_fast_paths(False)
+        try:
+            return run()
+        finally:
+            torch.ops.poolx.set_cpu_fast_paths(before)
+
+    return generic
+
+
 PATH_MODES = ["return_indices", "unpool", "unpool_argmax", "pool+unpool", "argmax_to_mask"]
 
 
 def make_runner(peer, mode, t, shape):
     """A callable that runs `peer` in `mode` on the tensors `t`, or None where
     the peer has no such path (average pooling has no indices)."""
+    if peer == "generic":
+        return _without_fast_paths(make_runner("poolx", mode, t, shape))
     a = t.args
     hw = [shape.h, shape.w]
     k, s, p = [shape.kernel] * 2, [shape.stride] * 2, [shape.padding] * 2

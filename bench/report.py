@@ -17,6 +17,7 @@ def table(results):
             "%clone: of an allocating copy, which pays the page faults of a fresh output")
     head = (f"{'shape':<12} {'layout':<13} {'dtype':<8} {'mode':<16} {'poolx ms':>9} "
             f"{'GB/s':>6} {'%copy':>6} {'%clone':>6} {'x eager':>8} {'x compile':>9} {'x avgpool':>9} "
+            f"{'x generic':>9} "
             f"{'saved B/out torch->poolx':>24}")
     lines = [note, head, "-" * len(head)]
     for r in results["cases"]:
@@ -32,7 +33,8 @@ def table(results):
             f"{ms:9.3f} {r['gbps']['poolx']:6.1f} {frac:6.0f} "
             f"{_fmt(frac_clone and 100 * frac_clone, '6.0f')} "
             f"{_fmt(sp.get('eager'), '8.2f')} {_fmt(sp.get('compile'), '9.2f')} "
-            f"{_fmt(sp.get('avg_pool2d'), '9.2f')} {saved_txt:>24}")
+            f"{_fmt(sp.get('avg_pool2d'), '9.2f')} {_fmt(sp.get('generic'), '9.2f')} "
+            f"{saved_txt:>24}")
     return "\n".join(lines)
 
 
@@ -53,7 +55,7 @@ def figure(results):
     on the bars; the title names the machine, threads and allocator."""
     cases = results["cases"]
     modes = list(dict.fromkeys(r["mode"] for r in cases))
-    peers = [p for p in ("eager", "compile", "avg_pool2d")
+    peers = [p for p in ("eager", "compile", "avg_pool2d", "generic")
              if any(r["speedup"].get(p) is not None for r in cases)]
     rows = list(dict.fromkeys(f"{r['shape']} / {r['layout']} / {r['dtype']}" for r in cases))
     by_key = {(f"{r['shape']} / {r['layout']} / {r['dtype']}", r["mode"]): r for r in cases}

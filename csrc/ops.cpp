@@ -253,6 +253,8 @@ TORCH_LIBRARY(poolx, m) {
   m.def("max_unpool2d_backward(Tensor grad_output, Tensor indices) -> Tensor");
   // Streaming stores from this many bytes moved (csrc/cpu/fast_paths.h); for tests.
   m.def("set_cpu_stream_min_bytes(int bytes) -> int", &poolx::set_stream_min_bytes);
+  // The CPU fast paths on or off, returning the previous state; for the benchmark.
+  m.def("set_cpu_fast_paths(bool enabled) -> bool", &poolx::set_fast_paths_enabled);
   // The instruction set of the CPU fast paths in use; for show_config().
   m.def("cpu_isa() -> str", []() -> std::string { return poolx::cpu_fast_paths().isa; });
 }

@@ -13,7 +13,9 @@
 
 namespace poolx {
 
-const FastPaths& cpu_fast_paths() {
+namespace {
+
+const FastPaths& widest_fast_paths() {
   static const FastPaths& chosen = []() -> const FastPaths& {
 #if defined(__x86_64__) || defined(_M_X64)
     const std::string cap = at::get_cpu_capability();  // "DEFAULT", "AVX2", "AVX512"
@@ -25,8 +27,27 @@ const FastPaths& cpu_fast_paths() {
   return chosen;
 }
 
+// Off: every problem takes the element kernels, which the benchmark's
+// "generic" peer measures each fast path against.
+std::atomic<bool> g_fast_paths_enabled{true};
+
+template <typename Args>
+bool declines(const Args&) {
+  return false;
+}
+
+}  // namespace
+
+const FastPaths& cpu_fast_paths() {
+  static const FastPaths none{"none", declines<FastForwardArgs>, declines<FastBackwardArgs>,
+                              declines<FastBackwardArgs>, declines<TiledUnpoolArgs>};
+  return g_fast_paths_enabled.load(std::memory_order_relaxed) ? widest_fast_paths() : none;
+}
+
+bool set_fast_paths_enabled(bool enabled) { return g_fast_paths_enabled.exchange(enabled); }
+
 bool cpu_has_avx512() {
-  static const bool avx512 = std::strcmp(cpu_fast_paths().isa, "avx512") == 0;
+  static const bool avx512 = std::strcmp(widest_fast_paths().isa, "avx512") == 0;
   return avx512;
 }
 

@@ -71,10 +71,13 @@ namespace isa_default { const FastPaths& fast_paths(); }
 namespace isa_avx2 { const FastPaths& fast_paths(); }
 namespace isa_avx512 { const FastPaths& fast_paths(); }
 
-// The widest instruction set this CPU (and this build) supports.
+// The widest instruction set this CPU (and this build) supports, or, while
+// they are off, paths that cover nothing.
 const FastPaths& cpu_fast_paths();
+// Turns the fast paths on or off (for the benchmark); returns the previous state.
+bool set_fast_paths_enabled(bool enabled);
 
-// Whether cpu_fast_paths() is the AVX-512 set: code outside csrc/cpu/isa that
+// Whether the widest fast paths are the AVX-512 set: code outside csrc/cpu/isa that
 // has an AVX-512 variant (compiled with POOLX_TARGET_AVX512) takes it only then.
 bool cpu_has_avx512();
 
