@@ -164,6 +164,7 @@ class RowTaps {
     for (int64_t e = 0; e < n; e += 8) {
       const __mmask8 in = n - e >= 8 ? __mmask8(0xff) : __mmask8((1u << (n - e)) - 1);
       const __m512i start = _mm512_add_epi64(pixel, _mm512_set1_epi64(first + 2 * e / kC));
+      prefetch_ahead(idx + e);
       const __m512i d = _mm512_sub_epi64(_mm512_maskz_loadu_epi64(in, idx + e), start);
       __m512i tap = _mm512_setzero_si512();
       __mmask8 hit = 0;
