@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 from setuptools import setup
 
@@ -77,15 +78,21 @@ class BuildExtensionWithIsaKernels(BuildExtension.with_options(use_ninja=True)):
     def build_extension(self, ext):
         args = ext.extra_compile_args
         cxx = list(args["cxx"] if isinstance(args, dict) else args)
-        objects = []
-        for isa, flags in ISA_FLAGS.items():
-            objects += self.compiler.compile(
+
+        def compile_isa(isa):
+            return self.compiler.compile(
                 [f"csrc/cpu/isa/fast_paths_{isa}.cpp"],
-                output_dir=os.path.join(self.build_temp, f"isa_{isa}"),
+                output_dir=os.path.join(self.build_temp, f"isa_{isa}"),  # one ninja file each
                 include_dirs=ext.include_dirs,
-                extra_postargs=cxx + flags + ["-Wno-unknown-pragmas"],  # ATen's vec headers
+                extra_postargs=cxx + ISA_FLAGS[isa] + ["-Wno-unknown-pragmas"],  # ATen's vec
                 depends=ISA_DEPENDS,
             )
+
+        # side by side: each is one large source, so one after another would
+        # leave all cores but one idle
+        workers = max(1, min(len(ISA_FLAGS), int(os.environ.get("MAX_JOBS", os.cpu_count() or 1))))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            objects = [o for objs in pool.map(compile_isa, ISA_FLAGS) for o in objs]
         ext.extra_objects = list(ext.extra_objects or []) + objects
         super().build_extension(ext)
 
