@@ -79,12 +79,19 @@ class BuildExtensionWithIsaKernels(BuildExtension.with_options(use_ninja=True)):
         args = ext.extra_compile_args
         cxx = list(args["cxx"] if isinstance(args, dict) else args)
 
+        # ATen's vec headers carry unknown pragmas; GCC's AVX-512 intrinsic
+        # headers set off -Wmaybe-uninitialized by the thousand (their
+        # deliberately undefined __Y operands), which would bury real warnings
+        isa_warning_flags = ["-Wno-unknown-pragmas"]
+        if compiles(["-Werror", "-Wno-maybe-uninitialized"]):  # GCC; Clang has no such warning
+            isa_warning_flags.append("-Wno-maybe-uninitialized")
+
         def compile_isa(isa):
             return self.compiler.compile(
                 [f"csrc/cpu/isa/fast_paths_{isa}.cpp"],
                 output_dir=os.path.join(self.build_temp, f"isa_{isa}"),  # one ninja file each
                 include_dirs=ext.include_dirs,
-                extra_postargs=cxx + ISA_FLAGS[isa] + ["-Wno-unknown-pragmas"],  # ATen's vec
+                extra_postargs=cxx + ISA_FLAGS[isa] + isa_warning_flags,
                 depends=ISA_DEPENDS,
             )
 
@@ -97,15 +104,15 @@ class BuildExtensionWithIsaKernels(BuildExtension.with_options(use_ninja=True)):
         super().build_extension(ext)
 
 
-def compiles(flags):
-    """Whether the C++ compiler builds and links a program with `flags`."""
+def compiles(flags, program="int main() { return 0; }\n"):
+    """Whether the C++ compiler builds and links `program` with `flags`."""
     compiler = os.environ.get("CXX", "c++")
     if shutil.which(compiler.split()[0]) is None:
         return False
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "probe.cpp")
         with open(src, "w") as f:
-            f.write("#include <omp.h>\nint main() { return omp_get_max_threads() > 0 ? 0 : 1; }\n")
+            f.write(program)
         cmd = compiler.split() + flags + [src, "-o", os.path.join(tmp, "probe")]
         return subprocess.run(cmd, capture_output=True).returncode == 0
 
@@ -119,7 +126,8 @@ def openmp_flags():
         return [], []  # torch's own thread pool: nothing to compile in
     for compile_flags, link_flags in ((["-fopenmp"], ["-fopenmp"]),
                                       (["-Xpreprocessor", "-fopenmp"], ["-lomp"])):
-        if compiles(compile_flags + link_flags):
+        if compiles(compile_flags + link_flags,
+                    "#include <omp.h>\nint main() { return omp_get_max_threads() > 0 ? 0 : 1; }\n"):
             return compile_flags, link_flags
     print("poolx: WARNING: the compiler has no OpenMP (-fopenmp); the kernels will run "
           "on one thread")
