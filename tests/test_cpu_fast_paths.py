@@ -218,16 +218,14 @@ def test_bfloat16_nan_values_and_gradients_match_torch(shape, channels_last, sto
     x = planted_input(shape, torch.bfloat16, channels_last)
     # tiled, and overlapping windows (the summing backward kernels)
     for args in (dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)):
-        ref_x = x.detach().clone().requires_grad_(True)
-        ref = F.max_pool2d(ref_x, **args)
+        ref = F.max_pool2d(x, **args)
         g = planted_grad(ref.shape, torch.bfloat16, x)
         where = torch.zeros(g.shape, dtype=torch.bool)
         where[..., 1::3, ::2] = True
         plant_nans(g, where)
-        ref.backward(g)
         values, argmax = poolx.max_pool2d_with_argmax(x, **args)
         grad = poolx.max_pool2d_backward(g, argmax, x.shape, **args)
-        for actual, expected in ((values, ref.detach()), (grad, ref_x.grad)):
+        for actual, expected in ((values, ref), (grad, torch_grad(x, args, g))):
             assert torch.isnan(expected).any()
             assert_identical(actual, expected)
 
@@ -245,12 +243,11 @@ def test_nan_gradients_match_torch(dtype, channels_last):
 def check_nan_gradients(x):
     for args in (dict(kernel_size=3, stride=1, padding=1), dict(kernel_size=(1, 3), stride=1),
                  dict(kernel_size=2), dict(kernel_size=(3, 2))):
-        ref_x = x.detach().clone().requires_grad_(True)
-        ref = F.max_pool2d(ref_x, **args)
+        ref = F.max_pool2d(x, **args)
         g = planted_grad(ref.shape, x.dtype, x)
         plant_nans(g, torch.rand(g.shape) < 0.3)
-        ref.backward(g)
+        expected = torch_grad(x, args, g)  # as torch sums on this build's kernels
         _, argmax = poolx.max_pool2d_with_argmax(x, **args)
         grad = poolx.max_pool2d_backward(g, argmax, x.shape, **args)
-        assert torch.isnan(ref_x.grad).sum() > 5
-        assert_identical(grad, ref_x.grad)
+        assert torch.isnan(expected).sum() > 5
+        assert_identical(grad, expected)

@@ -54,7 +54,7 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
       const T* go_row = go + p * g.out_h * g.out_w;
       const uint8_t* am_row = a.argmax + p * g.out_h * g.out_w;
       const auto add = [&](T& sum, int64_t ow) {
-        sum = static_cast<T>(static_cast<float>(sum) + static_cast<float>(go_row[ow]));
+        sum = narrow<T>(static_cast<float>(sum) + static_cast<float>(go_row[ow]));
       };
       for (int64_t oh = 0; oh < g.out_h; ++oh, go_row += g.out_w, am_row += g.out_w) {
         invalid |= !rule.row_valid(am_row, 1, oh);

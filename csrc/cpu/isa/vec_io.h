@@ -143,12 +143,15 @@ inline float round_to_bfloat16(float f) {
 #endif
 }
 
+// f as a T, rounded to nearest even as c10's conversion rounds it; for
+// bfloat16 without its NaN branch (a NaN stays NaN).
 template <typename T>
-inline float round_to(float f) {
+inline T narrow(float f) {
   if constexpr (std::is_same_v<T, c10::BFloat16>) {
-    return round_to_bfloat16(f);
+    const uint32_t bits = c10::bit_cast<uint32_t>(round_to_bfloat16(f));
+    return c10::BFloat16(static_cast<uint16_t>(bits >> 16), c10::BFloat16::from_bits());
   } else {
-    return static_cast<float>(static_cast<T>(f));
+    return static_cast<T>(f);
   }
 }
 
