@@ -10,7 +10,7 @@ import torch
 
 import poolx
 from reference import CUDA_EMULATION, assert_identical
-from test_cpu_fast_paths import DTYPES, GEOMETRIES, SHAPES, planted_grad, planted_input
+from fast_path_cases import DTYPES, GEOMETRIES, SHAPES, planted_grad, planted_input
 
 pytestmark = pytest.mark.skipif(
     CUDA_EMULATION, reason="the emulation build runs the CUDA kernels, which have no CPU fast paths")

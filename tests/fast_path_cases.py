@@ -1,0 +1,40 @@
+"""The cases the CPU fast-path tests share: geometries and shapes that end
+vectors early, and planted inputs and gradients."""
+
+import torch
+
+# (kernel, stride, padding, dilation): the tiled kernels both fast paths
+# specialize, overlapping windows (stride 1 and 2), dilation along H only
+# (NCHW still vectorized) and along both (channels_last only), stride 3.
+GEOMETRIES = [
+    ((2, 2), (2, 2), (0, 0), (1, 1)),
+    ((3, 2), (3, 2), (0, 0), (1, 1)),
+    ((3, 3), (3, 3), (0, 0), (1, 1)),
+    ((3, 3), (2, 2), (1, 1), (1, 1)),
+    ((2, 2), (1, 1), (0, 0), (1, 1)),
+    ((3, 3), (1, 1), (1, 1), (1, 1)),
+    ((4, 4), (2, 2), (2, 1), (1, 1)),
+    ((3, 3), (2, 2), (1, 1), (2, 1)),
+    ((3, 2), (2, 2), (1, 1), (2, 2)),
+]
+# (1, 16, 6, 32): rows of whole 16-element groups, which return_indices
+# writes by streaming stores (with the `stores` fixture)
+SHAPES = [(2, 3, 9, 37), (1, 1, 33, 70), (1, 19, 6, 7), (2, 40, 5, 34), (1, 16, 6, 32)]
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+
+
+def planted_input(shape, dtype, channels_last):
+    """Few distinct values (ties), NaN and -inf sprinkled, one all -inf block."""
+    x = torch.randint(-3, 4, shape).float()
+    u = torch.rand(shape)
+    x[u < 0.06] = float("nan")
+    x[(u >= 0.06) & (u < 0.12)] = float("-inf")
+    x[..., :3, -3:] = float("-inf")
+    x = x.to(dtype)
+    return x.contiguous(memory_format=torch.channels_last) if channels_last else x
+
+
+def planted_grad(shape, dtype, like):
+    g = torch.randn(shape).to(dtype)
+    g.view(-1)[::3] = -0.0
+    return g.contiguous(memory_format=torch.channels_last) if not like.is_contiguous() else g
