@@ -41,18 +41,16 @@ inline std::pair<Vec, Vec> load_pixel_pairs(const T* p, int64_t n) {
 
 // One output row of out_row elements from the kernel_h window rows at
 // `window` (in_row apart), handed to store(i0, best, n) a vector at a time.
-// kRows: kernel_h when known at compile time (2, nearly every network), else
-// 0. Full vectors and the row's tail are separate calls of `vector_at`, so
-// full ones load unmasked.
-template <bool kArgmax, int kC, int kRows, typename T, typename Store>
+// Full vectors and the row's tail are separate calls of `vector_at`, so full
+// ones load unmasked.
+template <bool kArgmax, int kC, typename T, typename Store>
 inline void forward_tiled_row(const T* window, int64_t in_row, int64_t kernel_h,
                               int64_t out_row, Store&& store) {
-  const int64_t rows = kRows ? kRows : kernel_h;
   const auto vector_at = [&](int64_t i0, int64_t n) {
     const auto [left, right] = load_pixel_pairs<kC>(window + 2 * i0, n);
     RunningMax<kArgmax> best(left, 0);
     best.update(right, 1);
-    for (int64_t kh = 1; kh < rows; ++kh) {
+    for (int64_t kh = 1; kh < kernel_h; ++kh) {
       const auto [l, r] = load_pixel_pairs<kC>(window + kh * in_row + 2 * i0, n);
       best.update(l, kh * 2);
       best.update(r, kh * 2 + 1);
@@ -67,7 +65,7 @@ inline void forward_tiled_row(const T* window, int64_t in_row, int64_t kernel_h,
 // Values (and argmax) of `planes` planes; torch narrows these layouts one
 // element at a time, hence the per-element NaN bits. Streamed values go
 // through a StreamAppender, tasks starting at whole vectors.
-template <typename T, bool kArgmax, int kC, bool kStream, int kRows>
+template <typename T, bool kArgmax, int kC, bool kStream>
 void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
   // Sizes as locals (see forward_channels_last): stores could alias `a`.
   const int64_t out_h = a.g.out_h, kernel_h = a.g.kernel_h, in_h = a.g.in_h;
@@ -84,7 +82,7 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
     int64_t plane = first / out_h, oh = first % out_h;
     for (int64_t r = first; r < last; ++r) {
       const T* window = in + (plane * in_h + oh * kernel_h) * in_row;
-      forward_tiled_row<kArgmax, kC, kRows>(
+      forward_tiled_row<kArgmax, kC>(
           window, in_row, kernel_h, out_row,
           [&](int64_t i0, const RunningMax<kArgmax>& best, int64_t n) {
             if constexpr (kStream) {
@@ -113,10 +111,7 @@ template <typename T, bool kArgmax, int kC>
 void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
   const int64_t outputs = planes * a.g.out_h * a.g.out_w * kC;
   const bool stream = worth_streaming(static_cast<T*>(a.values), outputs);
-  with_streaming(stream, [&](auto s) {
-    a.g.kernel_h == 2 ? forward_tiled_rows<T, kArgmax, kC, s.value, 2>(a, planes)
-                      : forward_tiled_rows<T, kArgmax, kC, s.value, 0>(a, planes);
-  });
+  with_streaming(stream, [&](auto s) { forward_tiled_rows<T, kArgmax, kC, s.value>(a, planes); });
 }
 
 // n <= kLanes outputs of kC-channel pixels routed to their 2 * n inputs in
