@@ -10,6 +10,7 @@
 #include "../dispatch.h"
 #include "../tensor_layout.h"
 #include "argmax_check.h"
+#include "fast_paths.h"
 #include "scatter_targets.h"
 #include "tap_table.h"
 
@@ -30,15 +31,32 @@ struct Placer {
   bits_t fill;
   bits_t* out;
   int64_t pixel_stride;  // channels_last: C; NCHW: 1
+  bool avx512;           // the CPU (and ATEN_CPU_CAPABILITY) allows AVX-512
 
   void operator()(int64_t j, int64_t c, int64_t pixel) const {
     out[pixel * pixel_stride + c] = values ? values[j] : fill;
   }
 
-  // `pixels` pixels of `channels` elements each, element j at t[j].
+  // `pixels` pixels of `channels` elements each, element j at t[j]. Within a
+  // pixel the channels' targets differ (pixel * C + c, one c each), so on
+  // AVX-512 the channel loop stores them as vector scatters.
   void pixels(const int64_t* t, int64_t pixels, int64_t channels) const {
+    if (avx512 && values != nullptr && pixel_stride > 1) {
+      place_pixels(values, t, out, pixels, channels, pixel_stride);
+      return;
+    }
     for (int64_t i = 0; i < pixels; ++i) {
       for (int64_t c = 0; c < channels; ++c) (*this)(i * channels + c, c, t[i * channels + c]);
+    }
+  }
+
+  POOLX_TARGET_AVX512 static void place_pixels(const bits_t* v, const int64_t* t, bits_t* o,
+                                               int64_t pixels, int64_t channels, int64_t stride) {
+    for (int64_t i = 0; i < pixels; ++i) {
+      const int64_t* ti = t + i * channels;
+      const bits_t* vi = v + i * channels;
+#pragma omp simd
+      for (int64_t c = 0; c < channels; ++c) o[ti[c] * stride + c] = vi[c];
     }
   }
 };
@@ -46,7 +64,7 @@ struct Placer {
 template <typename bits_t, bool kChannelsLast, typename Targets>
 void scatter_task(const bits_t* values, bits_t fill, const Targets& targets_of, bits_t* out,
                   int64_t pooled_h, int64_t pooled_w, int64_t out_pixels,
-                  int64_t channels_arg) {
+                  int64_t channels_arg, bool avx512) {
   const int64_t channels = kChannelsLast ? channels_arg : 1;  // also the pixel stride
   // pixels zeroed ahead of the furthest write: NCHW 16 KiB (a plane is a
   // few such blocks; memset writes blocks this large as whole lines, without
@@ -82,7 +100,7 @@ void scatter_task(const bits_t* values, bits_t fill, const Targets& targets_of, 
                        zero_until(std::min(out_pixels, furthest + zero_ahead));
                      }
                    },
-                   Placer<bits_t>{v, fill, o, channels});
+                   Placer<bits_t>{v, fill, o, channels, avx512});
       }
     }
   }
@@ -104,6 +122,7 @@ void scatter_planes(Layout4d pooled, const Layout4d& out_l, const Tensor& values
   const int64_t in_pixels = pooled.h * pooled.w, out_pixels = out_l.h * out_l.w;
   const auto* v = values.defined() ? static_cast<const bits_t*>(values.const_data_ptr()) : nullptr;
   auto* o = static_cast<bits_t*>(out.mutable_data_ptr());
+  const bool avx512 = cpu_has_avx512();
   at::parallel_for(0, cl ? pooled.n : pooled.n * pooled.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t in_first = task * (cl ? pooled.c : 1) * in_pixels;
@@ -112,10 +131,10 @@ void scatter_planes(Layout4d pooled, const Layout4d& out_l, const Tensor& values
       const bits_t* task_values = v ? v + in_first : nullptr;
       if (cl) {
         scatter_task<bits_t, true>(task_values, fill, targets, o + out_first, pooled.h, pooled.w,
-                                   out_pixels, pooled.c);
+                                   out_pixels, pooled.c, avx512);
       } else {
         scatter_task<bits_t, false>(task_values, fill, targets, o + out_first, pooled.h,
-                                    pooled.w, out_pixels, 1);
+                                    pooled.w, out_pixels, 1, avx512);
       }
     }
   });

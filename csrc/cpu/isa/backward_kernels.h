@@ -105,12 +105,13 @@ inline void route_channels(const T* grad, const uint8_t* argmax, T* window, int6
 
 // channels_last, tiled: each output pixel's gradient and argmax are loaded
 // once and routed to the kernel_w input pixels of its window in this row.
-// Sizes are locals, which stores through gi cannot alias.
-template <typename T, bool kCopy, bool kStream>
+// kKernelW: kernel_w known at compile time (2), so the tap loop unrolls; 0
+// for any. Sizes are locals, which stores through gi cannot alias.
+template <typename T, bool kCopy, bool kStream, int kKernelW>
 void backward_channels_last_tiled(const FastBackwardArgs& a) {
   const Pool2dGeometry g = a.g;
   const int64_t C = a.in_l.c, rows = a.in_l.n * g.in_h;
-  const int64_t kernel_w = g.kernel_w;
+  const int64_t kernel_w = kKernelW ? kKernelW : g.kernel_w;
   const T* const go = static_cast<const T*>(a.grad_output);
   const uint8_t* const argmax = a.argmax;
   T* const gi = static_cast<T*>(a.grad_input);
@@ -158,7 +159,10 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
   const int64_t inputs = a.in_l.n * a.in_l.c * a.g.in_h * a.g.in_w;
   const bool stream =
       a.in_l.c % kLanes == 0 && worth_streaming(static_cast<T*>(a.grad_input), inputs);
-  with_streaming(stream, [&](auto s) { backward_channels_last_tiled<T, kCopy, s.value>(a); });
+  with_streaming(stream, [&](auto s) {
+    a.g.kernel_w == 2 ? backward_channels_last_tiled<T, kCopy, s.value, 2>(a)
+                      : backward_channels_last_tiled<T, kCopy, s.value, 0>(a);
+  });
 }
 
 // channels_last, any geometry: each input pixel gathers, kLanes channels at
