@@ -222,35 +222,38 @@ def _call(op, function, tensor, *args):
     or vmap rule may be needed. Everything else goes to the op, whose C++
     autograd serves reverse mode without Python and passes an untracked call
     straight to the kernel. Dynamo cannot trace a Function with a jvp, so
-    compiled code always calls the op."""
+    compiled code always calls the op. op is an overload (.default): the
+    packet would resolve the overload again on every call."""
     if not torch.compiler.is_compiling() and _transformed():
         return function.apply(tensor, *args)
     return op(tensor, *args)
 
 
 def pool_argmax(input, *pool_args):
-    return _call(ops.max_pool2d_argmax, MaxPool2dArgmax, input, *pool_args)
+    return _call(ops.max_pool2d_argmax.default, MaxPool2dArgmax, input, *pool_args)
 
 
 def pool_indices(input, *pool_args):
-    return _call(ops.max_pool2d_indices, MaxPool2dIndices, input, *pool_args)
+    return _call(ops.max_pool2d_indices.default, MaxPool2dIndices, input, *pool_args)
 
 
 def pool_values(input, *pool_args):
-    return _call(ops.max_pool2d_values, MaxPool2dValues, input, *pool_args)
+    return _call(ops.max_pool2d_values.default, MaxPool2dValues, input, *pool_args)
 
 
 def route_to_input(pooled, argmax, input_hw, *pool_args):
-    return _call(ops.max_pool2d_backward, RouteToInput, pooled, argmax, input_hw, *pool_args)
+    return _call(ops.max_pool2d_backward.default, RouteToInput, pooled, argmax, input_hw,
+                 *pool_args)
 
 
 def gather_at_argmax(src, argmax, *pool_args):
-    return _call(ops.gather_by_argmax, GatherAtArgmax, src, argmax, *pool_args)
+    return _call(ops.gather_by_argmax.default, GatherAtArgmax, src, argmax, *pool_args)
 
 
 def unpool_by_indices(input, indices, output_hw):
-    return _call(ops.max_unpool2d, UnpoolByIndices, input, indices, output_hw)
+    return _call(ops.max_unpool2d.default, UnpoolByIndices, input, indices, output_hw)
 
 
 def unpool_by_argmax(values, argmax, output_hw, *pool_args):
-    return _call(ops.max_unpool2d_argmax, UnpoolByArgmax, values, argmax, output_hw, *pool_args)
+    return _call(ops.max_unpool2d_argmax.default, UnpoolByArgmax, values, argmax, output_hw,
+                 *pool_args)
