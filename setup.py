@@ -2,10 +2,10 @@
 
 Environment: POOLX_CPU_ONLY=1 skips CUDA; FORCE_CUDA=1 builds CUDA kernels even
 without a visible GPU; TORCH_CUDA_ARCH_LIST picks the architectures; DEBUG=1
-builds without optimization and with debug info; POOLX_CUDA_EMULATION=1 builds
-the CUDA kernels with the host compiler and runs them on CPU tensors instead of
-the CPU kernels (csrc/cuda/emulation/launch_model.h), for testing them without
-a GPU.
+builds without optimization and with debug info (release builds carry none);
+POOLX_CUDA_EMULATION=1 builds the CUDA kernels with the host compiler and runs
+them on CPU tensors instead of the CPU kernels
+(csrc/cuda/emulation/launch_model.h), for testing them without a GPU.
 """
 
 import glob
@@ -171,7 +171,9 @@ def extension():
     with_cuda, why = want_cuda()
     opt = ["-O0", "-g"] if debug else ["-O3"]
     omp_compile, omp_link = openmp_flags()
-    cxx = opt + omp_compile
+    # Python's build flags carry -g; debug info (DEBUG=1 has it) would take a
+    # third of the compile time and most of the library's size
+    cxx = opt + ([] if debug else ["-g0"]) + omp_compile
     common = sources("csrc/*.cpp") + sources("csrc/cpu/*.cpp")
     kwargs = dict(
         name="poolx._C",
