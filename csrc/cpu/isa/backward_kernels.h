@@ -50,7 +50,7 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
     bool invalid = false;
     for (int64_t p = b; p < e; ++p) {
       T* sums = gi + p * plane_size;
-      fill_zero<false>(sums, plane_size);
+      fill_zero(sums, plane_size);
       const T* go_row = go + p * g.out_h * g.out_w;
       const uint8_t* am_row = a.argmax + p * g.out_h * g.out_w;
       const auto add = [&](T& sum, int64_t ow) {
@@ -85,9 +85,9 @@ void backward_nchw_scatter(const FastBackwardArgs& a) {
 // its window in kernel row kh, through float lanes; route_16bit.h has the
 // 16-bit-lane twin. kSpill (C <= kLanes only): each tap is stored as a whole
 // vector, whose lanes past C the next tap or window overwrites.
-template <typename T, bool kCopy, bool kStream, bool kSpill>
+template <typename T, bool kCopy, bool kSpill>
 inline void route_channels(const T* grad, const uint8_t* argmax, T* window, int64_t C,
-                           int64_t kh, int64_t kernel_w, SeenArgmax& seen) {
+                           int64_t kh, int64_t kernel_w, SeenArgmax& seen, bool stream) {
   // with kSpill one vector and no channel loop, which kept the compiler from
   // unrolling the taps
   for (int64_t c0 = 0; c0 < (kSpill ? 1 : C); c0 += kLanes) {
@@ -96,9 +96,8 @@ inline void route_channels(const T* grad, const uint8_t* argmax, T* window, int6
     const Vec am = load_argmax(argmax + c0, n);
     seen.add(am);
     for (int64_t kw = 0; kw < kernel_w; ++kw) {
-      store_lanes<kStream>(window + kw * C + c0,
-                                 select_grad<kCopy>(g, am, kh * kernel_w + kw),
-                                 kSpill ? kLanes : n);
+      store_lanes(window + kw * C + c0, select_grad<kCopy>(g, am, kh * kernel_w + kw),
+                  kSpill ? kLanes : n, stream);
     }
   }
 }
@@ -107,8 +106,8 @@ inline void route_channels(const T* grad, const uint8_t* argmax, T* window, int6
 // once and routed to the kernel_w input pixels of its window in this row.
 // kKernelW: kernel_w known at compile time (2), so the tap loop unrolls; 0
 // for any. Sizes are locals, which stores through gi cannot alias.
-template <typename T, bool kCopy, bool kStream, int kKernelW>
-void backward_channels_last_tiled(const FastBackwardArgs& a) {
+template <typename T, bool kCopy, int kKernelW>
+void backward_channels_last_tiled(const FastBackwardArgs& a, bool stream) {
   const Pool2dGeometry g = a.g;
   const int64_t C = a.in_l.c, rows = a.in_l.n * g.in_h;
   const int64_t kernel_w = kKernelW ? kKernelW : g.kernel_w;
@@ -118,9 +117,9 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
   constexpr bool k16BitLanes = kRoutesIn16BitLanes<T> && !kCopy;
   // streaming stores are whole aligned vectors already
   const int64_t spilling =
-      kStream ? 0
-              : spilling_windows(C, g.in_w, g.out_w, kernel_w,
-                                 k16BitLanes ? spill_lanes_16bit(C) : kLanes);
+      stream ? 0
+             : spilling_windows(C, g.in_w, g.out_w, kernel_w,
+                                k16BitLanes ? spill_lanes_16bit(C) : kLanes);
   at::parallel_for(0, rows, grain_for(g.in_w * C), [=](int64_t b, int64_t e) {
     SeenArgmax seen;
     for (int64_t r = b; r < e; ++r) {
@@ -135,11 +134,11 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
           const int64_t o = ((n_img * g.out_h + oh) * g.out_w + ow) * C;
           T* window = gi_row + ow * kernel_w * C;
           if constexpr (k16BitLanes) {
-            route_channels_16bit<T, kStream, spill.value>(go + o, argmax + o, window, C, kh,
-                                                          kernel_w, seen);
+            route_channels_16bit<T, spill.value>(go + o, argmax + o, window, C, kh, kernel_w,
+                                                 seen, stream);
           } else {
-            route_channels<T, kCopy, kStream, spill.value>(go + o, argmax + o, window, C, kh,
-                                                           kernel_w, seen);
+            route_channels<T, kCopy, spill.value>(go + o, argmax + o, window, C, kh, kernel_w,
+                                                  seen, stream);
           }
         }
       };
@@ -147,10 +146,10 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
         route(0, spilling, std::true_type{});
         route(spilling, g.out_w, std::false_type{});
       }
-      fill_zero<kStream>(gi_row + covered * C, (g.in_w - covered) * C);
+      fill_zero(gi_row + covered * C, (g.in_w - covered) * C, stream);
     }
     seen.report(g.kernel_h * g.kernel_w, a.argmax_invalid);
-    if constexpr (kStream) stream_fence();
+    if (stream) stream_fence();
   });
 }
 
@@ -159,10 +158,8 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
   const int64_t inputs = a.in_l.n * a.in_l.c * a.g.in_h * a.g.in_w;
   const bool stream =
       a.in_l.c % kLanes == 0 && worth_streaming(static_cast<T*>(a.grad_input), inputs);
-  with_streaming(stream, [&](auto s) {
-    a.g.kernel_w == 2 ? backward_channels_last_tiled<T, kCopy, s.value, 2>(a)
-                      : backward_channels_last_tiled<T, kCopy, s.value, 0>(a);
-  });
+  a.g.kernel_w == 2 ? backward_channels_last_tiled<T, kCopy, 2>(a, stream)
+                    : backward_channels_last_tiled<T, kCopy, 0>(a, stream);
 }
 
 // channels_last, any geometry: each input pixel gathers, kLanes channels at

@@ -85,8 +85,8 @@ void forward_nchw(const FastForwardArgs& a) {
 // per vector. kTile2x2: 2x2 windows tiling the input (no padding, dilation or
 // cut window), whose tap loops then unroll; with few channels the generic
 // loops' bookkeeping costs more than the loads.
-template <typename T, bool kArgmax, bool kStream, bool kTile2x2>
-void forward_channels_last(const FastForwardArgs& a) {
+template <typename T, bool kArgmax, bool kTile2x2>
+void forward_channels_last(const FastForwardArgs& a, bool stream) {
   // Sizes as locals, not read through `a`: the stores through `out` could
   // alias those fields, which the compiler would then reload per vector.
   const Pool2dGeometry g = a.g;
@@ -100,11 +100,7 @@ void forward_channels_last(const FastForwardArgs& a) {
   const bool prefetch = worth_prefetching<T>(a.in_l.numel());
   const IndexRows* const index_rows = kArgmax ? a.index_rows : nullptr;
   // argmax rows read back for the indices stay in the cache
-  const auto store_argmax_of = [stream_argmax = kStream && index_rows == nullptr](
-                                   uint8_t* p, const auto& argmax_lanes, int64_t n) {
-    stream_argmax ? store_argmax_lanes<kStream>(p, argmax_lanes, n)
-                  : store_argmax_lanes<false>(p, argmax_lanes, n);
-  };
+  const bool stream_argmax = stream && index_rows == nullptr;
   at::parallel_for(0, rows, grain_for(g.out_w * C * g.kernel_h * g.kernel_w), [=](int64_t b,
                                                                                   int64_t e) {
     const auto pool_row = [&](int64_t r) {
@@ -156,12 +152,12 @@ void forward_channels_last(const FastForwardArgs& a) {
               odd.take(od, tap, first);
             });
             const auto [lo, hi] = at::vec::interleave2(even.value, odd.value);
-            store_lanes<kStream>(out + o + c0, lo, kLanes);
-            store_lanes<kStream>(out + o + c0 + kLanes, hi, kLanes);
+            store_lanes(out + o + c0, lo, kLanes, stream);
+            store_lanes(out + o + c0 + kLanes, hi, kLanes, stream);
             if constexpr (kArgmax) {
               const auto [am_lo, am_hi] = at::vec::interleave2(even.argmax, odd.argmax);
-              store_argmax_of(argmax + o + c0, am_lo, kLanes);
-              store_argmax_of(argmax + o + c0 + kLanes, am_hi, kLanes);
+              store_argmax_lanes(argmax + o + c0, am_lo, kLanes, stream_argmax);
+              store_argmax_lanes(argmax + o + c0 + kLanes, am_hi, kLanes, stream_argmax);
             }
           }
         }
@@ -171,8 +167,8 @@ void forward_channels_last(const FastForwardArgs& a) {
           for_each_tap(c0, [&](const T* p, int64_t tap, auto first) {
             best.take(load_float(p, n), tap, first);
           });
-          store_lanes<kStream>(out + o + c0, best.value, n);
-          if constexpr (kArgmax) store_argmax_of(argmax + o + c0, best.argmax, n);
+          store_lanes(out + o + c0, best.value, n, stream);
+          if constexpr (kArgmax) store_argmax_lanes(argmax + o + c0, best.argmax, n, stream_argmax);
         }
       }
     };
@@ -181,7 +177,7 @@ void forward_channels_last(const FastForwardArgs& a) {
       if (index_rows != nullptr) index_rows->convert(r);
     }
     if (index_rows != nullptr) index_rows->publish();
-    if constexpr (kStream) stream_fence();
+    if (stream) stream_fence();
   });
 }
 
@@ -192,10 +188,8 @@ void forward_channels_last(const FastForwardArgs& a) {
   const bool stream =
       C % kLanes == 0 && worth_streaming(static_cast<T*>(a.values), outputs, a.argmax);
   const bool tile_2x2 = g.kernel_h == 2 && g.kernel_w == 2 && tiles_input(g);
-  with_streaming(stream, [&](auto s) {
-    tile_2x2 ? forward_channels_last<T, kArgmax, s.value, true>(a)
-             : forward_channels_last<T, kArgmax, s.value, false>(a);
-  });
+  tile_2x2 ? forward_channels_last<T, kArgmax, true>(a, stream)
+           : forward_channels_last<T, kArgmax, false>(a, stream);
 }
 
 }  // namespace POOLX_ISA_NAMESPACE

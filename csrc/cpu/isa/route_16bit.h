@@ -42,10 +42,10 @@ inline __m512i zero_plus_16bit(__m512i grad) {
 // the float path: worth_streaming keeps those whole and aligned, so that no
 // cache line is written by both kinds of store (a line shared by a streamed
 // and a cached store costs ten times the whole kernel).
-template <bool kStream, typename T>
-inline void store_16bit(T* p, __m512i v, int64_t n) {
+template <typename T>
+inline void store_16bit(T* p, __m512i v, int64_t n, bool stream = false) {
   constexpr int64_t kHalf = kLanes16 / 2;
-  if constexpr (kStream) {
+  if (stream) {
     if (n >= kLanes16 && reinterpret_cast<uintptr_t>(p) % 64 == 0) {  // a whole line
       _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
       return;
@@ -122,15 +122,15 @@ struct Bits16Lanes {
     return _mm512_mask_mov_epi16(a, static_cast<__mmask32>(lanes), b);
   }
   static void stream(T* p, const V& v) { _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v); }
-  static void store(T* p, const V& v, int64_t n) { store_16bit<false>(p, v, n); }
+  static void store(T* p, const V& v, int64_t n) { store_16bit(p, v, n); }
 };
 
 // Tiled channels_last (backward_kernels.h): the C channels of one output
 // pixel to the kernel_w input pixels of its window in kernel row kh, 32
 // channels at a time; kSpill as for route_channels.
-template <typename T, bool kStream, bool kSpill>
+template <typename T, bool kSpill>
 inline void route_channels_16bit(const T* grad, const uint8_t* argmax, T* window, int64_t C,
-                                 int64_t kh, int64_t kernel_w, SeenArgmax& seen) {
+                                 int64_t kh, int64_t kernel_w, SeenArgmax& seen, bool stream) {
   // with kSpill one vector and no channel loop, as in route_channels
   for (int64_t c0 = 0; c0 < (kSpill ? 1 : C); c0 += kLanes16) {
     const int64_t n = kSpill ? C : std::min(kLanes16, C - c0);
@@ -140,9 +140,8 @@ inline void route_channels_16bit(const T* grad, const uint8_t* argmax, T* window
     seen.add(a);
     for (int64_t kw = 0; kw < kernel_w; ++kw) {
       const __m512i tap = _mm512_set1_epi16(static_cast<int16_t>(kh * kernel_w + kw));
-      store_16bit<kStream>(window + kw * C + c0,
-                           _mm512_maskz_mov_epi16(_mm512_cmpeq_epi16_mask(a, tap), g),
-                           kSpill ? spill_lanes_16bit(C) : n);
+      store_16bit(window + kw * C + c0, _mm512_maskz_mov_epi16(_mm512_cmpeq_epi16_mask(a, tap), g),
+                  kSpill ? spill_lanes_16bit(C) : n, stream);
     }
   }
 }

@@ -67,17 +67,17 @@ inline void stream_vector(T* p, const Vec& v) {
 #endif
 }
 
-// n lanes of v at p; the lanes are T values widened (pooled maxima, routed
-// gradients), so they narrow exactly.
-template <bool kStream, typename T>
-inline void store_lanes(T* p, const Vec& v, int64_t n) {
-  if constexpr (kStream) {
-    if (n >= kLanes && vector_aligned(p)) {
-      stream_vector(p, v);
-      return;
-    }
+// n lanes of v at p, streamed where `stream` and a whole aligned vector; the
+// lanes are T values widened (pooled maxima, routed gradients), so they
+// narrow exactly. A run-time flag: beside a store to memory the branch costs
+// nothing measurable, and each kernel is compiled once for both.
+template <typename T>
+inline void store_lanes(T* p, const Vec& v, int64_t n, bool stream = false) {
+  if (stream && n >= kLanes && vector_aligned(p)) {
+    stream_vector(p, v);
+  } else {
+    store_float<T, true>(p, v, n);
   }
-  store_float<T, true>(p, v, n);
 }
 
 // How many leading windows of a row of row_pixels pixels may spill: store
@@ -94,10 +94,9 @@ inline int64_t spilling_windows(int64_t C, int64_t row_pixels, int64_t windows,
 }
 
 #if defined(CPU_CAPABILITY_AVX512)
-// n argmax bytes (n <= 16) at p, streamed where kStream and a whole aligned vector.
-template <bool kStream>
-inline void store_argmax_lanes(uint8_t* p, __m128i bytes, int64_t n) {
-  if (kStream && n >= kLanes && reinterpret_cast<uintptr_t>(p) % kLanes == 0) {
+// n argmax bytes (n <= 16) at p, streamed where `stream` and a whole aligned vector.
+inline void store_argmax_lanes(uint8_t* p, __m128i bytes, int64_t n, bool stream) {
+  if (stream && n >= kLanes && reinterpret_cast<uintptr_t>(p) % kLanes == 0) {
     _mm_stream_si128(reinterpret_cast<__m128i*>(p), bytes);
   } else {
     store_argmax_bytes(p, bytes, n);
@@ -105,22 +104,19 @@ inline void store_argmax_lanes(uint8_t* p, __m128i bytes, int64_t n) {
 }
 #endif
 
-template <bool kStream>
-inline void store_argmax_lanes(uint8_t* p, const Vec& argmax, int64_t n) {
+inline void store_argmax_lanes(uint8_t* p, const Vec& argmax, int64_t n, bool stream) {
 #if defined(CPU_CAPABILITY_AVX512)
-  store_argmax_lanes<kStream>(p, argmax_bytes(argmax), n);
+  store_argmax_lanes(p, argmax_bytes(argmax), n, stream);
 #else
   store_argmax(p, argmax, n);
 #endif
 }
 
-template <bool kStream, typename T>
-inline void fill_zero(T* p, int64_t n) {
+template <typename T>
+inline void fill_zero(T* p, int64_t n, bool stream = false) {
   int64_t i = 0;
-  if constexpr (kStream) {
-    if (vector_aligned(p)) {
-      for (; i + kLanes <= n; i += kLanes) stream_vector(p + i, Vec(0.f));
-    }
+  if (stream && vector_aligned(p)) {
+    for (; i + kLanes <= n; i += kLanes) stream_vector(p + i, Vec(0.f));
   }
   std::fill(p + i, p + n, T(0));
 }
@@ -166,8 +162,8 @@ struct ValueLanes {
   static V blend(const V& a, const V& b, int64_t begin, int64_t end) {
     return blend_lanes(a, b, begin, end);
   }
-  static void stream(T* p, const V& v) { store_lanes<true>(p, v, kLanes); }
-  static void store(T* p, const V& v, int64_t n) { store_lanes<false>(p, v, n); }
+  static void stream(T* p, const V& v) { store_lanes(p, v, kLanes, true); }
+  static void store(T* p, const V& v, int64_t n) { store_lanes(p, v, n); }
 };
 
 // Pieces of n <= kCount lanes appended to consecutive elements from a
@@ -219,17 +215,6 @@ class StreamAppender {
 // of `lanes` elements.
 inline int64_t rows_per_aligned_start(int64_t row, int64_t lanes) {
   return lanes / std::gcd(row, lanes);
-}
-
-// Runs f(std::bool_constant<stream>) so kernels take streaming as a template
-// argument.
-template <typename F>
-inline void with_streaming(bool stream, F&& f) {
-  if (stream) {
-    f(std::true_type{});
-  } else {
-    f(std::false_type{});
-  }
 }
 
 }  // namespace POOLX_ISA_NAMESPACE

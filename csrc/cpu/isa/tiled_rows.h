@@ -62,8 +62,7 @@ inline void forward_tiled_row(const T* window, int64_t in_row, int64_t kernel_h,
   if (i0 < out_row) vector_at(i0, out_row - i0);
 }
 
-// Values (and argmax) of `planes` planes; torch narrows these layouts one
-// element at a time, hence the per-element NaN bits. Streamed values go
+// Values (and argmax) of `planes` planes. Streamed values (large outputs) go
 // through a StreamAppender, tasks starting at whole vectors.
 template <typename T, bool kArgmax, int kC, bool kStream>
 void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
@@ -74,7 +73,8 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
   T* const out = static_cast<T*>(a.values);
   uint8_t* const argmax = a.argmax;
   const IndexRows* const index_rows = kArgmax ? a.index_rows : nullptr;
-  const int64_t unit = kStream ? rows_per_aligned_start(out_row, kLanes) : 1;
+  constexpr bool stream = kStream;
+  const int64_t unit = stream ? rows_per_aligned_start(out_row, kLanes) : 1;
   const int64_t grain = std::max<int64_t>(1, grain_for(out_row * kernel_h * 2) / unit);
   at::parallel_for(0, ceil_div_nonneg(rows, unit), grain, [=](int64_t b, int64_t e) {
     const int64_t first = b * unit, last = std::min(rows, e * unit);
@@ -85,10 +85,10 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
       forward_tiled_row<kArgmax, kC>(
           window, in_row, kernel_h, out_row,
           [&](int64_t i0, const RunningMax<kArgmax>& best, int64_t n) {
-            if constexpr (kStream) {
+            if (stream) {
               values.append(best.value, n);
             } else {
-              store_lanes<false>(out + r * out_row + i0, best.value, n);
+              store_lanes(out + r * out_row + i0, best.value, n);
             }
             // ordinary stores: streamed 16-byte pieces measured slower
             if constexpr (kArgmax) store_argmax(argmax + r * out_row + i0, best.argmax, n);
@@ -100,18 +100,21 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
       }
     }
     if (index_rows != nullptr) index_rows->publish();
-    if constexpr (kStream) {
+    if (stream) {
       values.finish();
       stream_fence();
     }
   });
 }
 
+// Streaming as a template argument in the tiled rows (here and in backward):
+// as a run-time flag it cost their short rows up to a tenth of their time.
 template <typename T, bool kArgmax, int kC>
 void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
   const int64_t outputs = planes * a.g.out_h * a.g.out_w * kC;
-  const bool stream = worth_streaming(static_cast<T*>(a.values), outputs);
-  with_streaming(stream, [&](auto s) { forward_tiled_rows<T, kArgmax, kC, s.value>(a, planes); });
+  worth_streaming(static_cast<T*>(a.values), outputs)
+      ? forward_tiled_rows<T, kArgmax, kC, true>(a, planes)
+      : forward_tiled_rows<T, kArgmax, kC, false>(a, planes);
 }
 
 // n <= kLanes outputs of kC-channel pixels routed to their 2 * n inputs in
@@ -210,11 +213,12 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
   const int64_t in_row = a.g.in_w * kC, out_row = a.g.out_w * kC, rows = planes * in_h;
   const T* const go = static_cast<const T*>(a.grad_output);
   T* const gi = static_cast<T*>(a.grad_input);
-  const int64_t unit = kStream ? rows_per_aligned_start(in_row, Lanes::kCount) : 1;
+  constexpr bool stream = kStream;
+  const int64_t unit = stream ? rows_per_aligned_start(in_row, Lanes::kCount) : 1;
   const int64_t grain = std::max<int64_t>(1, grain_for(in_row) / unit);
   at::parallel_for(0, ceil_div_nonneg(rows, unit), grain, [=, &a](int64_t b, int64_t e) {
     const int64_t first = b * unit, last = std::min(rows, e * unit);
-    StreamAppender<Lanes> stream(gi + first * in_row);
+    StreamAppender<Lanes> streamed(gi + first * in_row);
     SeenArgmax seen;
     RowTaps<kC> taps(a);
     int64_t plane = first / in_h, ih = first % in_h;
@@ -222,10 +226,10 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
     for (int64_t r = first; r < last; ++r) {
       T* gi_row = gi + r * in_row;
       const auto zeros = [&](int64_t i, int64_t n) {
-        if constexpr (kStream) {
-          stream.append_zeros(n);
+        if (stream) {
+          streamed.append_zeros(n);
         } else {
-          fill_zero</*kStream=*/false>(gi_row + i, n);
+          fill_zero(gi_row + i, n);
         }
       };
       if (oh >= out_h) {
@@ -242,21 +246,21 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
           if constexpr (k16Bit) {
             const auto v = routed_pixel_pairs_16bit<T, kC, kCopy>(go + o_row + i0, am + i0, n,
                                                                   kh, seen);
-            if constexpr (kStream) {
-              stream.append(v, 2 * n);
+            if (stream) {
+              streamed.append(v, 2 * n);
             } else {
-              store_16bit<false>(gi_row + 2 * i0, v, 2 * n);
+              store_16bit(gi_row + 2 * i0, v, 2 * n);
             }
           } else {
             const auto [lo, hi] =
                 routed_pixel_pairs<T, kC, kCopy>(go + o_row + i0, am + i0, n, kh, seen);
             const int64_t n_lo = std::min(2 * n, kLanes), n_hi = 2 * n - n_lo;
-            if constexpr (kStream) {
-              stream.append(lo, n_lo);
-              if (n_hi > 0) stream.append(hi, n_hi);
+            if (stream) {
+              streamed.append(lo, n_lo);
+              if (n_hi > 0) streamed.append(hi, n_hi);
             } else {
-              store_lanes<false>(gi_row + 2 * i0, lo, n_lo);
-              if (n_hi > 0) store_lanes<false>(gi_row + 2 * i0 + kLanes, hi, n_hi);
+              store_lanes(gi_row + 2 * i0, lo, n_lo);
+              if (n_hi > 0) store_lanes(gi_row + 2 * i0 + kLanes, hi, n_hi);
             }
           }
         };
@@ -275,8 +279,8 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
       }
     }
     seen.report(kernel_h * 2, a.argmax_invalid);
-    if constexpr (kStream) {
-      stream.finish();
+    if (stream) {
+      streamed.finish();
       stream_fence();
     }
   });
@@ -285,10 +289,9 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
 template <typename T, int kC, bool kCopy>
 void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
   const int64_t inputs = planes * a.g.in_h * a.g.in_w * kC;
-  const bool stream = worth_streaming(static_cast<T*>(a.grad_input), inputs);
-  with_streaming(stream, [&](auto s) {
-    backward_tiled_rows<T, kC, kCopy, s.value>(a, planes);
-  });
+  worth_streaming(static_cast<T*>(a.grad_input), inputs)
+      ? backward_tiled_rows<T, kC, kCopy, true>(a, planes)
+      : backward_tiled_rows<T, kC, kCopy, false>(a, planes);
 }
 
 }  // namespace POOLX_ISA_NAMESPACE
