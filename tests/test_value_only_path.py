@@ -16,12 +16,19 @@ from reference import assert_identical, torch_pool
 def op_calls(monkeypatch):
     """Names of the torch.ops.poolx ops that poolx.max_pool2d calls."""
     calls = []
+
+    class Spy:
+        """The op packet and its .default overload (what poolx calls), counted."""
+
+        def __init__(self, name):
+            self.name, self.op, self.default = name, getattr(torch.ops.poolx, name), self
+
+        def __call__(self, *args):
+            calls.append(self.name)
+            return self.op.default(*args)
+
     for name in ("max_pool2d_values", "max_pool2d_argmax", "max_pool2d_indices"):
-        op = getattr(torch.ops.poolx, name)
-        def spy(*args, _op=op, _name=name):
-            calls.append(_name)
-            return _op(*args)
-        monkeypatch.setattr(torch.ops.poolx, name, spy)
+        monkeypatch.setattr(torch.ops.poolx, name, Spy(name))
     return calls
 
 
