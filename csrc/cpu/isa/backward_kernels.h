@@ -128,17 +128,19 @@ void backward_channels_last_tiled(const FastBackwardArgs& a, bool stream) {
       T* gi_row = gi + r * g.in_w * C;
       const int64_t covered = oh < g.out_h ? g.out_w * kernel_w : 0;
       // windows [begin, end) of this row; spilling is a template argument
-      // (chosen per window at run time it measured no faster than none)
+      // (chosen per window at run time it measured no faster than none), and
+      // spilling windows never stream, which their few-channel stores feel
       const auto route = [&](int64_t begin, int64_t end, auto spill) {
+        const bool stream_here = !spill.value && stream;
         for (int64_t ow = begin; ow < end; ++ow) {
           const int64_t o = ((n_img * g.out_h + oh) * g.out_w + ow) * C;
           T* window = gi_row + ow * kernel_w * C;
           if constexpr (k16BitLanes) {
             route_channels_16bit<T, spill.value>(go + o, argmax + o, window, C, kh, kernel_w,
-                                                 seen, stream);
+                                                 seen, stream_here);
           } else {
             route_channels<T, kCopy, spill.value>(go + o, argmax + o, window, C, kh, kernel_w,
-                                                  seen, stream);
+                                                  seen, stream_here);
           }
         }
       };
