@@ -3,7 +3,7 @@
 // of its window (a user's argmax may hold anything).
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <sstream>
 

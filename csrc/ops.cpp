@@ -1,7 +1,9 @@
 // The poolx operators: schemas (the one place they are declared) and the
 // backend-independent glue that validates, allocates and calls a backend's
 // kernels. TORCH_LIBRARY_IMPL blocks bind the glue to CPU and CUDA kernels.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/aminmax.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include "argmax_problem.h"
