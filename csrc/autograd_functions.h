@@ -10,7 +10,7 @@
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 namespace poolx {
 namespace autograd_detail {
