@@ -73,8 +73,7 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
   T* const out = static_cast<T*>(a.values);
   uint8_t* const argmax = a.argmax;
   const IndexRows* const index_rows = kArgmax ? a.index_rows : nullptr;
-  constexpr bool stream = kStream;
-  const int64_t unit = stream ? rows_per_aligned_start(out_row, kLanes) : 1;
+  const int64_t unit = kStream ? rows_per_aligned_start(out_row, kLanes) : 1;
   const int64_t grain = std::max<int64_t>(1, grain_for(out_row * kernel_h * 2) / unit);
   at::parallel_for(0, ceil_div_nonneg(rows, unit), grain, [=](int64_t b, int64_t e) {
     const int64_t first = b * unit, last = std::min(rows, e * unit);
@@ -85,7 +84,7 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
       forward_tiled_row<kArgmax, kC>(
           window, in_row, kernel_h, out_row,
           [&](int64_t i0, const RunningMax<kArgmax>& best, int64_t n) {
-            if (stream) {
+            if constexpr (kStream) {
               values.append(best.value, n);
             } else {
               store_lanes(out + r * out_row + i0, best.value, n);
@@ -100,7 +99,7 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
       }
     }
     if (index_rows != nullptr) index_rows->publish();
-    if (stream) {
+    if constexpr (kStream) {
       values.finish();
       stream_fence();
     }
@@ -213,8 +212,7 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
   const int64_t in_row = a.g.in_w * kC, out_row = a.g.out_w * kC, rows = planes * in_h;
   const T* const go = static_cast<const T*>(a.grad_output);
   T* const gi = static_cast<T*>(a.grad_input);
-  constexpr bool stream = kStream;
-  const int64_t unit = stream ? rows_per_aligned_start(in_row, Lanes::kCount) : 1;
+  const int64_t unit = kStream ? rows_per_aligned_start(in_row, Lanes::kCount) : 1;
   const int64_t grain = std::max<int64_t>(1, grain_for(in_row) / unit);
   at::parallel_for(0, ceil_div_nonneg(rows, unit), grain, [=, &a](int64_t b, int64_t e) {
     const int64_t first = b * unit, last = std::min(rows, e * unit);
@@ -226,7 +224,7 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
     for (int64_t r = first; r < last; ++r) {
       T* gi_row = gi + r * in_row;
       const auto zeros = [&](int64_t i, int64_t n) {
-        if (stream) {
+        if constexpr (kStream) {
           streamed.append_zeros(n);
         } else {
           fill_zero(gi_row + i, n);
@@ -246,7 +244,7 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
           if constexpr (k16Bit) {
             const auto v = routed_pixel_pairs_16bit<T, kC, kCopy>(go + o_row + i0, am + i0, n,
                                                                   kh, seen);
-            if (stream) {
+            if constexpr (kStream) {
               streamed.append(v, 2 * n);
             } else {
               store_16bit(gi_row + 2 * i0, v, 2 * n);
@@ -255,7 +253,7 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
             const auto [lo, hi] =
                 routed_pixel_pairs<T, kC, kCopy>(go + o_row + i0, am + i0, n, kh, seen);
             const int64_t n_lo = std::min(2 * n, kLanes), n_hi = 2 * n - n_lo;
-            if (stream) {
+            if constexpr (kStream) {
               streamed.append(lo, n_lo);
               if (n_hi > 0) streamed.append(hi, n_hi);
             } else {
@@ -279,7 +277,7 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
       }
     }
     seen.report(kernel_h * 2, a.argmax_invalid);
-    if (stream) {
+    if constexpr (kStream) {
       streamed.finish();
       stream_fence();
     }
