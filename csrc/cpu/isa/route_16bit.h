@@ -71,35 +71,47 @@ inline void store_16bit(T* p, __m512i v, int64_t n, bool stream = false) {
 }
 
 // Tiled rows (tiled_rows.h): n <= kLanes outputs of kC-channel pixels from
-// `grad` and `argmax` routed to their 2 * n inputs in kernel row kh (the
-// vector's first 2 * n lanes), where the even pixels are tap 2 * kh and the
-// odd ones 2 * kh + 1. Each output pixel is doubled into a pixel pair, so one
-// compare selects both taps. kCopy (unpool): the bits as they are, not "0 + g".
-template <typename T, int kC, bool kCopy = false>
-inline __m512i routed_pixel_pairs_16bit(const T* grad, const uint8_t* argmax, int64_t n,
-                                        int64_t kh, SeenArgmax& seen) {
-  static_assert(kC == 1 || kC == 2);
-  const __mmask16 in = lane_mask(std::min(n, kLanes));
-  const __m256i g16 = _mm256_maskz_loadu_epi16(in, grad);
-  const __m128i a8 = _mm_maskz_loadu_epi8(in, argmax);
-  seen.add(a8);
-  __m512i g2, a2, taps;
-  if constexpr (kC == 1) {  // 16-bit pixels in 32-bit pairs
-    const __m512i g = _mm512_cvtepu16_epi32(g16), a = _mm512_cvtepu8_epi32(a8);
-    g2 = _mm512_or_si512(g, _mm512_slli_epi32(g, 16));
-    a2 = _mm512_or_si512(a, _mm512_slli_epi32(a, 16));
-    taps = _mm512_set1_epi32(static_cast<int32_t>((2 * kh) | ((2 * kh + 1) << 16)));
-  } else {  // 32-bit pixels in 64-bit pairs
-    const __m512i g = _mm512_cvtepu32_epi64(g16);
-    const __m512i a = _mm512_cvtepu32_epi64(_mm256_cvtepu8_epi16(a8));
-    g2 = _mm512_or_si512(g, _mm512_slli_epi64(g, 32));
-    a2 = _mm512_or_si512(a, _mm512_slli_epi64(a, 32));
-    const int64_t even = 2 * kh * 0x10001, odd = (2 * kh + 1) * 0x10001;
-    taps = _mm512_set1_epi64(even | (odd << 32));
+// `grad` and `argmax`, loaded once and routed to their 2 * n inputs in each
+// kernel row kh (the vector's first 2 * n lanes), where the even pixels are
+// tap 2 * kh and the odd ones 2 * kh + 1. Each output pixel is doubled into a
+// pixel pair, so one compare selects both taps. kCopy (unpool): the bits as
+// they are, not "0 + g"; tiled_rows.h has the float twin.
+template <typename T, int kC, bool kCopy>
+class PixelPairRouter16 {
+ public:
+  PixelPairRouter16(const T* grad, const uint8_t* argmax, int64_t n, SeenArgmax& seen) {
+    static_assert(kC == 1 || kC == 2);
+    const __mmask16 in = lane_mask(std::min(n, kLanes));
+    const __m256i g16 = _mm256_maskz_loadu_epi16(in, grad);
+    const __m128i a8 = _mm_maskz_loadu_epi8(in, argmax);
+    seen.add(a8);
+    if constexpr (kC == 1) {  // 16-bit pixels in 32-bit pairs
+      const __m512i g = _mm512_cvtepu16_epi32(g16), a = _mm512_cvtepu8_epi32(a8);
+      grad_ = _mm512_or_si512(g, _mm512_slli_epi32(g, 16));
+      argmax_ = _mm512_or_si512(a, _mm512_slli_epi32(a, 16));
+    } else {  // 32-bit pixels in 64-bit pairs
+      const __m512i g = _mm512_cvtepu32_epi64(g16);
+      const __m512i a = _mm512_cvtepu32_epi64(_mm256_cvtepu8_epi16(a8));
+      grad_ = _mm512_or_si512(g, _mm512_slli_epi64(g, 32));
+      argmax_ = _mm512_or_si512(a, _mm512_slli_epi64(a, 32));
+    }
+    if constexpr (!kCopy) grad_ = zero_plus_16bit(grad_);
   }
-  const __mmask32 selected = _mm512_cmpeq_epi16_mask(a2, taps);
-  return _mm512_maskz_mov_epi16(selected, kCopy ? g2 : zero_plus_16bit(g2));
-}
+
+  __m512i row(int64_t kh) const {
+    __m512i taps;
+    if constexpr (kC == 1) {
+      taps = _mm512_set1_epi32(static_cast<int32_t>((2 * kh) | ((2 * kh + 1) << 16)));
+    } else {
+      const int64_t even = 2 * kh * 0x10001, odd = (2 * kh + 1) * 0x10001;
+      taps = _mm512_set1_epi64(even | (odd << 32));
+    }
+    return _mm512_maskz_mov_epi16(_mm512_cmpeq_epi16_mask(argmax_, taps), grad_);
+  }
+
+ private:
+  __m512i grad_, argmax_;
+};
 
 // StreamAppender's lanes for 16-bit routing: 32 elements, a cache line.
 template <typename T>
@@ -153,6 +165,8 @@ constexpr bool kRoutesIn16BitLanes = false;
 
 template <typename T>
 struct Bits16Lanes;  // AVX-512 only
+template <typename T, int kC, bool kCopy>
+class PixelPairRouter16;  // AVX-512 only
 
 #endif
 

@@ -10,10 +10,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <vector>
 
 #include "forward_kernels.h"
 #include "route_16bit.h"
+#include "row_taps.h"
 #include "stream_stores.h"
 
 namespace poolx {
@@ -116,97 +116,56 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
       : forward_tiled_rows<T, kArgmax, kC, false>(a, planes);
 }
 
-// n <= kLanes outputs of kC-channel pixels routed to their 2 * n inputs in
-// kernel row kh (even pixels tap 2 * kh, odd ones 2 * kh + 1), as the first
-// 2 * n lanes of two float vectors; route_16bit.h has the 16-bit-lane twin.
+// n <= kLanes outputs of kC-channel pixels, loaded once and routed to their
+// 2 * n inputs in each kernel row kh (even pixels tap 2 * kh, odd ones
+// 2 * kh + 1), as the first 2 * n lanes of two float vectors; route_16bit.h
+// has the 16-bit-lane twin.
 template <typename T, int kC, bool kCopy>
-inline std::pair<Vec, Vec> routed_pixel_pairs(const T* grad, const uint8_t* argmax, int64_t n,
-                                              int64_t kh, SeenArgmax& seen) {
-  const Vec g = load_float(grad, n);
-  const Vec am = load_argmax(argmax, n);
-  seen.add(am);
-  return interleave_pixels<kC>(select_grad<kCopy>(g, am, kh * 2),
-                               select_grad<kCopy>(g, am, kh * 2 + 1));
-}
-
-// The taps that the routing below compares with: the argmax, or for unpool
-// by torch's int64 indices the tap each index names in its window, found
-// when a task first routes the output row. Where an index lies outside its
-// window, row() returns null: the windows were a wrong guess (overlapping
-// windows of the same sizes), and the kernel stops at once.
-template <int kC>
-class RowTaps {
+class PixelPairRouter {
  public:
-  RowTaps(const FastBackwardArgs& a)
-      : argmax_(a.argmax), indices_(a.indices), in_w_(a.g.in_w), kernel_h_(a.g.kernel_h),
-        taps_(a.indices ? a.g.out_w * kC : 0) {}
+  PixelPairRouter(const T* grad, const uint8_t* argmax, int64_t n, SeenArgmax& seen)
+      : grad_(load_float(grad, n)), argmax_(load_argmax(argmax, n)) {
+    seen.add(argmax_);
+  }
 
-  const uint8_t* row(int64_t o_row, int64_t oh) {
-    if (indices_ == nullptr) return argmax_ + o_row;
-    if (o_row != converted_ && !convert(o_row, oh)) return nullptr;
-    return taps_.data();
+  std::pair<Vec, Vec> row(int64_t kh) const {
+    return interleave_pixels<kC>(select_grad<kCopy>(grad_, argmax_, kh * 2),
+                                 select_grad<kCopy>(grad_, argmax_, kh * 2 + 1));
   }
 
  private:
-  // false where an index lies outside its window
-  bool convert(int64_t o_row, int64_t oh) {
-    const int64_t* idx = indices_ + o_row;
-    uint8_t* taps = taps_.data();
-    const int64_t n = static_cast<int64_t>(taps_.size()), first = oh * kernel_h_ * in_w_;
-    bool inside = true;
-#if defined(CPU_CAPABILITY_AVX512)
-    // 8 indices at a time, from each window's first tap: kh rows down, kw across
-    const __m512i pixel = kC == 1 ? _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0)
-                                  : _mm512_set_epi64(6, 6, 4, 4, 2, 2, 0, 0);
-    for (int64_t e = 0; e < n; e += 8) {
-      const __mmask8 in = n - e >= 8 ? __mmask8(0xff) : __mmask8((1u << (n - e)) - 1);
-      const __m512i start = _mm512_add_epi64(pixel, _mm512_set1_epi64(first + 2 * e / kC));
-      prefetch_ahead(idx + e);
-      const __m512i d = _mm512_sub_epi64(_mm512_maskz_loadu_epi64(in, idx + e), start);
-      __m512i tap = _mm512_setzero_si512();
-      __mmask8 hit = 0;
-      for (int64_t kh = 0; kh < kernel_h_; ++kh) {
-        const __m512i kw = _mm512_sub_epi64(d, _mm512_set1_epi64(kh * in_w_));
-        const __mmask8 here = _mm512_cmple_epu64_mask(kw, _mm512_set1_epi64(1));
-        tap = _mm512_mask_add_epi64(tap, here, kw, _mm512_set1_epi64(2 * kh));
-        hit |= here;
-      }
-      _mm512_mask_cvtepi64_storeu_epi8(taps + e, in, tap);
-      inside &= (hit & in) == in;
-    }
-#else
-    for (int64_t e = 0; e < n; ++e) {
-      const int64_t d = idx[e] - (first + 2 * (e / kC));
-      bool hit = false;
-      for (int64_t kh = 0; kh < kernel_h_; ++kh) {
-        const int64_t kw = d - kh * in_w_;
-        if (kw == 0 || kw == 1) {
-          taps[e] = static_cast<uint8_t>(2 * kh + kw);
-          hit = true;
-        }
-      }
-      inside &= hit;
-    }
-#endif
-    converted_ = o_row;
-    return inside;
-  }
-
-  const uint8_t* argmax_;
-  const int64_t* indices_;
-  int64_t in_w_, kernel_h_;
-  std::vector<uint8_t> taps_;
-  int64_t converted_ = -1;
+  Vec grad_, argmax_;
 };
+
+// n routed elements (a 16-bit vector, or a pair of float ones) at p, or
+// appended to `streamed`.
+template <bool kStream, typename T, typename Routed, typename Appender>
+inline void put_routed(T* p, const Routed& routed, int64_t n, Appender& streamed) {
+  if constexpr (std::is_same_v<Routed, std::pair<Vec, Vec>>) {
+    const int64_t n_lo = std::min(n, kLanes), n_hi = n - n_lo;
+    put_routed<kStream>(p, routed.first, n_lo, streamed);
+    if (n_hi > 0) put_routed<kStream>(p + kLanes, routed.second, n_hi, streamed);
+  } else if constexpr (kStream) {
+    streamed.append(routed, n);
+  } else if constexpr (std::is_same_v<Routed, Vec>) {
+    store_lanes(p, routed, n);
+  } else {
+    store_16bit(p, routed, n);
+  }
+}
 
 // Each input row is written once, from one output row (zeros where floor
 // mode dropped rows or columns). torch's backward narrows per element, in
-// both layouts. Streamed, grad_input goes through a StreamAppender, tasks
-// starting at whole vectors.
+// both layouts. A step takes the rows of one window row that the task holds,
+// each vector of gradients and argmax loaded once for all of them; streamed,
+// one row per step, so that grad_input goes through a StreamAppender in
+// order, tasks starting at whole vectors.
 template <typename T, int kC, bool kCopy, bool kStream>
 void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
   constexpr bool k16Bit = kRoutesIn16BitLanes<T>;
   using Lanes = std::conditional_t<k16Bit, Bits16Lanes<T>, ValueLanes<T>>;
+  using Router = std::conditional_t<k16Bit, PixelPairRouter16<T, kC, kCopy>,
+                                    PixelPairRouter<T, kC, kCopy>>;
   // Sizes as locals (see forward_tiled_rows).
   const int64_t in_h = a.g.in_h, out_h = a.g.out_h, kernel_h = a.g.kernel_h;
   const int64_t in_row = a.g.in_w * kC, out_row = a.g.out_w * kC, rows = planes * in_h;
@@ -221,17 +180,18 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
     RowTaps<kC> taps(a);
     int64_t plane = first / in_h, ih = first % in_h;
     int64_t oh = ih / kernel_h, kh = ih % kernel_h;
-    for (int64_t r = first; r < last; ++r) {
-      T* gi_row = gi + r * in_row;
-      const auto zeros = [&](int64_t i, int64_t n) {
+    for (int64_t r = first; r < last;) {
+      const auto zeros = [&](T* p, int64_t n) {
         if constexpr (kStream) {
           streamed.append_zeros(n);
         } else {
-          fill_zero(gi_row + i, n);
+          fill_zero(p, n);
         }
       };
+      const int64_t step = kStream ? 1 : std::min({kernel_h - kh, last - r, in_h - ih});
+      T* gi_rows = gi + r * in_row;
       if (oh >= out_h) {
-        zeros(0, in_row);
+        zeros(gi_rows, step * in_row);
       } else {
         const int64_t o_row = (plane * out_h + oh) * out_row;
         const uint8_t* am = taps.row(o_row, oh);
@@ -241,37 +201,27 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
         }
         // full vectors and the tail as separate calls: full ones unmasked
         const auto route = [&](int64_t i0, int64_t n) {
-          if constexpr (k16Bit) {
-            const auto v = routed_pixel_pairs_16bit<T, kC, kCopy>(go + o_row + i0, am + i0, n,
-                                                                  kh, seen);
-            if constexpr (kStream) {
-              streamed.append(v, 2 * n);
-            } else {
-              store_16bit(gi_row + 2 * i0, v, 2 * n);
-            }
-          } else {
-            const auto [lo, hi] =
-                routed_pixel_pairs<T, kC, kCopy>(go + o_row + i0, am + i0, n, kh, seen);
-            const int64_t n_lo = std::min(2 * n, kLanes), n_hi = 2 * n - n_lo;
-            if constexpr (kStream) {
-              streamed.append(lo, n_lo);
-              if (n_hi > 0) streamed.append(hi, n_hi);
-            } else {
-              store_lanes(gi_row + 2 * i0, lo, n_lo);
-              if (n_hi > 0) store_lanes(gi_row + 2 * i0 + kLanes, hi, n_hi);
-            }
+          const Router router(go + o_row + i0, am + i0, n, seen);
+          for (int64_t k = 0; k < step; ++k) {
+            put_routed<kStream>(gi_rows + k * in_row + 2 * i0, router.row(kh + k), 2 * n,
+                                streamed);
           }
         };
         int64_t i0 = 0;
         for (; i0 + kLanes <= out_row; i0 += kLanes) route(i0, kLanes);
         if (i0 < out_row) route(i0, out_row - i0);
-        zeros(2 * out_row, in_row - 2 * out_row);
+        for (int64_t k = 0; k < step; ++k) {
+          zeros(gi_rows + k * in_row + 2 * out_row, in_row - 2 * out_row);
+        }
       }
-      if (++kh == kernel_h) {
+      r += step;
+      ih += step;
+      kh += step;
+      if (kh == kernel_h) {
         kh = 0;
         ++oh;
       }
-      if (++ih == in_h) {
+      if (ih == in_h) {
         ih = oh = kh = 0;
         ++plane;
       }
