@@ -4,12 +4,16 @@ vectors early, and planted inputs and gradients."""
 import torch
 
 # (kernel, stride, padding, dilation): the tiled kernels both fast paths
-# specialize, overlapping windows (stride 1 and 2), dilation along H only
-# (NCHW still vectorized) and along both (channels_last only), stride 3.
+# specialize, the one-tap and one-row tilings (a single tap leaves no
+# argmax value to spare in the lanes past a vector's end), overlapping
+# windows (stride 1 and 2), dilation along H only (NCHW still vectorized)
+# and along both (channels_last only), stride 3.
 GEOMETRIES = [
     ((2, 2), (2, 2), (0, 0), (1, 1)),
     ((3, 2), (3, 2), (0, 0), (1, 1)),
     ((3, 3), (3, 3), (0, 0), (1, 1)),
+    ((1, 1), (1, 1), (0, 0), (1, 1)),
+    ((1, 2), (1, 2), (0, 0), (1, 1)),
     ((3, 3), (2, 2), (1, 1), (1, 1)),
     ((2, 2), (1, 1), (0, 0), (1, 1)),
     ((3, 3), (1, 1), (1, 1), (1, 1)),

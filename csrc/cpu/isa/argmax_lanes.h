@@ -2,7 +2,9 @@
 // a window by PyTorch's rule; `n` limits the lanes touched.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "vec_io.h"
@@ -19,7 +21,18 @@ inline Vec load_argmax(const uint8_t* p, int64_t n) {
                                     : _mm_maskz_loadu_epi8(lane_mask(n), p);
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));
 #else
-  return at::vec::convert<float>(at::vec::Vectorized<uint8_t>::loadu(p, std::min(n, kLanes)));
+  // lanes past n read 0, a tap of every window: at::vec's partial 8-bit
+  // loads fill them with 1 on AVX2, which a 1x1 window does not have
+  uint8_t bytes[kLanes] = {};
+  std::memcpy(bytes, p, std::min(n, kLanes));
+#if defined(CPU_CAPABILITY_AVX2)
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes))));
+#else
+  float lanes[kLanes];
+  std::copy(bytes, bytes + kLanes, lanes);
+  return Vec::loadu(lanes);
+#endif
 #endif
 }
 
