@@ -31,7 +31,7 @@ def _fresh_seed(request):
 def streaming():
     """Streaming stores at every size (by default only ops that move more
     than the caches hold take them; unpool by indices routes rows only above
-    4 times that size), the default restored afterwards."""
+    8 times that size), the default restored afterwards."""
     previous = torch.ops.poolx.set_cpu_stream_min_bytes(0)
     yield
     torch.ops.poolx.set_cpu_stream_min_bytes(previous)
