@@ -1,6 +1,4 @@
-// The taps that the tiled rows' routing (tiled_rows.h) compares with: the
-// argmax, or for unpool by torch's int64 indices the tap each index names in
-// its window.
+// The taps that the tiled rows' routing (tiled_rows.h) compares with.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +10,9 @@
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
 
-// The taps of an output row: the argmax, or the taps that the indices name,
-// found when a task first routes the row. Where an index lies outside its
+// The taps of an output row: the argmax, or for unpool by torch's int64
+// indices the tap each index names in its window, found when a task first
+// routes the row. Where an index lies outside its
 // window, row() returns null: the windows were a wrong guess (overlapping
 // windows of the same sizes), and the kernel stops at once.
 template <int kC>
