@@ -197,7 +197,7 @@ def extension():
             "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
             "-D__CUDA_NO_HALF2_OPERATORS__",
         ]
-        srcs = common + sources("csrc/cuda/*.cu") + sources("csrc/cuda/*_cuda.cpp")
+        srcs = common + sources("csrc/cuda/*.cu") + ["csrc/cuda/kernels_cuda.cpp"]
         ext = CUDAExtension(sources=srcs, extra_compile_args={"cxx": cxx, "nvcc": nvcc}, **kwargs)
     else:
         srcs = common + ["csrc/cuda/no_cuda.cpp"]

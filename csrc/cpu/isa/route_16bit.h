@@ -167,6 +167,9 @@ template <typename T>
 struct Bits16Lanes;  // AVX-512 only
 template <typename T, int kC, bool kCopy>
 class PixelPairRouter16;  // AVX-512 only
+template <typename T, bool kSpill>
+void route_channels_16bit(const T* grad, const uint8_t* argmax, T* window, int64_t C, int64_t kh,
+                          int64_t kernel_w, SeenArgmax& seen, bool stream);  // AVX-512 only
 
 #endif
 
