@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # One command on a GPU machine (NVIDIA GPU, PyTorch with CUDA, nvcc; no network
-# needed): builds poolx from this checkout, runs the whole test suite on CUDA,
-# runs the benchmark on CUDA, and writes log, JSON and plots into OUT_DIR.
-# Its last lines are the ratios against the GPU targets of issue 5.
+# needed): builds poolx from this checkout, runs the tests that touch CUDA, the
+# benchmark and the converted models on CUDA, and writes log, JSON and plots
+# into OUT_DIR. Its last lines are the ratios against the GPU targets.
 #
-#   bench/gpu_suite.sh OUT_DIR
+#   bench/gpu_suite.sh OUT_DIR [STEP ...]
 #
-# Every step has a time limit so that the whole run ends within ~9.5 minutes;
-# a step that fails or runs out of time is reported and the suite goes on.
+# STEPs (default: all, in this order): tests bench models compile. The build
+# always runs first. SUITE_SECONDS (default 570) bounds the whole run: every
+# step has a time limit, and a step that fails or runs out of time is reported
+# and the suite goes on. The CPU tests are CI's; here only tests with "cuda" in
+# their id run (test_cuda_compile aside: it needs no GPU).
 set -uo pipefail
 
-out_dir=${1:?usage: bench/gpu_suite.sh OUT_DIR}
+out_dir=${1:?usage: bench/gpu_suite.sh OUT_DIR [tests bench models compile]}
+shift
+steps=${*:-tests bench models compile}
 mkdir -p "$out_dir" && out_dir=$(cd "$out_dir" && pwd)
 cd "$(dirname "$0")/.."
 exec > >(tee "$out_dir/gpu_suite.log") 2>&1
 
-deadline=$((SECONDS + 570))
+deadline=$((SECONDS + ${SUITE_SECONDS:-570}))
 status=()
 step() {  # step NAME CAP_SECONDS COMMAND...: runs COMMAND with min(CAP, time left)
   local name=$1 cap=$2
@@ -36,14 +41,16 @@ step() {  # step NAME CAP_SECONDS COMMAND...: runs COMMAND with min(CAP, time le
   esac
   return $rc
 }
+wanted() { [[ " $steps " == *" $1 "* ]]; }
 
 no_gpu() {
   echo "gpu_suite: $*; this suite needs an NVIDIA GPU, PyTorch with CUDA and nvcc." >&2
   exit 2
 }
+python=${PYTHON:-$(command -v python3 || command -v python)} || no_gpu "no python3 found"
 command -v nvidia-smi >/dev/null || no_gpu "nvidia-smi not found"
 timeout 30 nvidia-smi -L || no_gpu "nvidia-smi finds no GPU"
-timeout 120 python -c "
+timeout 120 "$python" -c "
 import sys, torch
 if torch.version.cuda is None or not torch.cuda.is_available():
     sys.exit(f'PyTorch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA GPU')
@@ -54,32 +61,45 @@ nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
 "$nvcc" --version | tail -1
 
 # Build for this GPU only (fast); no downloads: the checkout is built in place.
-export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-$(python -c \
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-$("$python" -c \
   "import torch; print('%d.%d' % torch.cuda.get_device_capability())")}
 export MAX_JOBS=${MAX_JOBS:-$(nproc)} PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1
 unset POOLX_CPU_ONLY
-step build 240 python setup.py build_ext --inplace || {
+step build 240 "$python" setup.py build_ext --inplace || {
   printf '%s\n' "${status[@]}"
   exit 1
 }
-step cuda-kernels-loaded 60 python -c "
+step cuda-kernels-loaded 60 "$python" -c "
 import torch, poolx
+poolx.show_config()
 v, a = poolx.max_pool2d_with_argmax(torch.randn(1, 1, 4, 4, device='cuda'), 2)
 print('poolx runs on', v.device)"
 
-step tests 210 python -m pytest -q -p no:cacheprovider tests \
-  --junitxml="$out_dir/tests.xml"
+if wanted tests; then
+  workers=()
+  "$python" -c "import xdist" 2>/dev/null && workers=(-n 4)
+  step tests 200 "$python" -m pytest -q -p no:cacheprovider tests "${workers[@]}" \
+    -k "cuda and not test_cuda_compile" -rfE --junitxml="$out_dir/tests.xml"
+fi
 
-# The DESIGN.md shapes in every layout, dtype and mode against eager torch;
+# Every shape, layout, mode and path of the CPU benchmark, against eager torch.
+if wanted bench; then
+  step bench 200 "$python" -m bench --device cuda --dtypes float32 bfloat16 \
+    --peers eager avg_pool2d poolx --min-run-time 0.05 --no-progress --no-side-by-side \
+    --json "$out_dir/bench.json" --plot "$out_dir/bench.png"
+fi
+if wanted models; then
+  step models 90 "$python" -m bench --models --device cuda --json "$out_dir/models.json"
+fi
 # torch.compile (one compilation per case) only where a target names it.
-step bench 240 python -m bench --device cuda --dtypes float32 bfloat16 float16 \
-  --peers eager avg_pool2d poolx --min-run-time 0.1 --no-progress \
-  --json "$out_dir/bench.json" --plot "$out_dir/bench.png"
-step bench-compile 90 python -m bench --device cuda --shapes seed vgg \
-  --dtypes float32 bfloat16 --modes forward+backward --peers eager compile poolx \
-  --min-run-time 0.1 --no-progress \
-  --json "$out_dir/bench_compile.json" --plot "$out_dir/bench_compile.png"
+if wanted compile; then
+  step bench-compile 120 "$python" -m bench --device cuda --shapes seed vgg resnet-stem \
+    --dtypes float32 bfloat16 --modes forward+backward --peers eager compile poolx \
+    --min-run-time 0.05 --no-progress --no-side-by-side \
+    --json "$out_dir/bench_compile.json" --plot "$out_dir/bench_compile.png"
+fi
 
 echo "== $(date +%T) done in ${SECONDS}s; results in $out_dir"
 printf '%s\n' "${status[@]}"
-python bench/gpu_targets.py "$out_dir/bench.json" "$out_dir/bench_compile.json"
+"$python" bench/gpu_targets.py "$out_dir"/bench*.json

@@ -120,14 +120,15 @@ def time_step(step):
     return time.perf_counter() - start
 
 
-def measure_model(name, layout, rounds, steps):
+def measure_model(name, layout, rounds, steps, device="cpu"):
     build, shape, dense = MODELS[name]
     torch.manual_seed(0)
-    stock = build().to(memory_format=layout)
+    stock = build().to(device=device, memory_format=layout)
     converted = poolx.convert(copy.deepcopy(stock))
-    x = torch.randn(shape).to(memory_format=layout)
+    x = torch.randn(shape).to(device=device, memory_format=layout)
     classes = 8 if dense else 10
     target = torch.randint(0, classes, (shape[0], *shape[2:]) if dense else (shape[0],))
+    target = target.to(device)
     steps_of = {"stock": step_fn(stock, x, target), "poolx": step_fn(converted, x, target)}
     first = {k: s() for k, s in steps_of.items()}  # also the warm-up
     times = {k: [] for k in steps_of}
@@ -136,7 +137,8 @@ def measure_model(name, layout, rounds, steps):
         for k in order:
             times[k].append(time_step(steps_of[k]))
     median = {k: statistics.median(v) for k, v in times.items()}
-    return {"model": name, "layout": "channels_last" if layout == torch.channels_last else "nchw",
+    return {"model": name, "device": device,
+            "layout": "channels_last" if layout == torch.channels_last else "nchw",
             "input": list(shape), "median_s": median, "speedup": median["stock"] / median["poolx"],
             "first_loss": first, "losses_equal": first["stock"] == first["poolx"]}
 
@@ -152,7 +154,7 @@ def main(args, allocator_name):
     records = []
     for name in args.models or MODELS:
         for layout in (torch.contiguous_format, torch.channels_last):
-            rec = measure_model(name, layout, rounds, steps)
+            rec = measure_model(name, layout, rounds, steps, args.device)
             records.append(rec)
             print(f"{rec['model']:<9} {rec['layout']:<13} stock {rec['median_s']['stock'] * 1e3:8.1f} ms"
                   f"  poolx {rec['median_s']['poolx'] * 1e3:8.1f} ms  x{rec['speedup']:.3f}"
@@ -160,7 +162,7 @@ def main(args, allocator_name):
     geo = statistics.geometric_mean(r["speedup"] for r in records)
     print(f"geometric mean of the speedups: {geo:.3f} (allocator: {allocator_name}, "
           f"{torch.get_num_threads()} threads)")
-    results = {"allocator": allocator_name, "threads": torch.get_num_threads(),
+    results = {"device": args.device, "allocator": allocator_name, "threads": torch.get_num_threads(),
                "rounds": rounds, "steps_per_round": steps, "models": records,
                "geometric_mean_speedup": geo}
     path = args.json.format(device="models") if args.json else None
