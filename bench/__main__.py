@@ -101,6 +101,7 @@ def run_cases(args, cases, floors):
     import torch
     from tqdm import tqdm
 
+    from bench import report
     from bench.cases import DTYPES, LAYOUTS
     from bench.floor import minimal_bytes
     from bench.timing import measure, warm_up
@@ -148,6 +149,8 @@ def run_cases(args, cases, floors):
                 "speedup": {p: s / times["poolx"] for p, s in times.items() if p != "poolx"},
                 "saved_bytes_per_output": saved,
             })
+            if args.no_progress:  # one line per case, so a run cut short still tells
+                print(report.case_line(records[-1]), flush=True)
         t.release()
         gc.collect()
     bar.close()

@@ -7,7 +7,9 @@
 #   bench/gpu_suite.sh OUT_DIR [STEP ...]
 #
 # STEPs (default: all, in this order): tests bench models compile. The build
-# always runs first. SUITE_SECONDS (default 570) bounds the whole run: every
+# always runs first. BENCH_SHAPES and BENCH_MIN_RUN_TIME narrow the benchmark
+# (default: every shape, 0.05 s); TESTS_SECONDS caps the tests (default 200).
+# SUITE_SECONDS (default 570) bounds the whole run: every
 # step has a time limit, and a step that fails or runs out of time is reported
 # and the suite goes on. The CPU tests are CI's; here only tests with "cuda" in
 # their id run (test_cuda_compile aside: it needs no GPU).
@@ -78,15 +80,18 @@ print('poolx runs on', v.device)"
 
 if wanted tests; then
   workers=()
-  "$python" -c "import xdist" 2>/dev/null && workers=(-n 4)
-  step tests 200 "$python" -m pytest -q -p no:cacheprovider tests "${workers[@]}" \
+  "$python" -c "import xdist" 2>/dev/null && workers=(-n 8)
+  step tests "${TESTS_SECONDS:-200}" "$python" -m pytest -q -p no:cacheprovider tests "${workers[@]}" \
     -k "cuda and not test_cuda_compile" -rfE --junitxml="$out_dir/tests.xml"
 fi
 
 # Every shape, layout, mode and path of the CPU benchmark, against eager torch.
 if wanted bench; then
+  # shellcheck disable=SC2086  # BENCH_SHAPES is a list
   step bench 200 "$python" -m bench --device cuda --dtypes float32 bfloat16 \
-    --peers eager avg_pool2d poolx --min-run-time 0.05 --no-progress --no-side-by-side \
+    --shapes ${BENCH_SHAPES:-seed mnist vgg resnet-stem unet segnet} \
+    --peers eager avg_pool2d poolx --min-run-time "${BENCH_MIN_RUN_TIME:-0.05}" \
+    --no-progress --no-side-by-side \
     --json "$out_dir/bench.json" --plot "$out_dir/bench.png"
 fi
 if wanted models; then

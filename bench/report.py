@@ -12,6 +12,14 @@ def _fmt(x, spec):
     return "-" if x is None else format(x, spec)
 
 
+def case_line(r):
+    """One case as it finishes: poolx's time, its share of the copy bandwidth
+    and its speedup over each peer."""
+    peers = " ".join(f"x{p}={v:.2f}" for p, v in r["speedup"].items())
+    return (f"case {r['key']}: poolx {r['median_s']['poolx'] * 1e3:.4f} ms, "
+            f"{100 * r['fraction_of_copy']['poolx']:.0f}% of copy, {peers}")
+
+
 def table(results):
     note = ("%copy: of the copy into a warm buffer (headline, the stricter floor); "
             "%clone: of an allocating copy, which pays the page faults of a fresh output")

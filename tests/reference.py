@@ -44,8 +44,9 @@ def raises_like(expected, call):
 
 def assert_identical(actual, expected, what, check_stride=True):
     """Same dtype, shape, strides and values: NaN where NaN (payloads are not
-    promised), equal bits elsewhere (-0.0 where -0.0)."""
-    actual = actual.cpu()
+    promised), equal bits elsewhere (-0.0 where -0.0); compared on the CPU,
+    wherever either was computed."""
+    actual, expected = actual.cpu(), expected.cpu()
     torch.testing.assert_close(
         actual,
         expected,

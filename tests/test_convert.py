@@ -31,7 +31,7 @@ class EncoderDecoder(nn.Module):
 def outputs_and_grads(model, x):
     x = x.clone().requires_grad_()
     out = model(x)
-    out.backward(torch.linspace(-1, 1, out.numel()).view_as(out))
+    out.backward(torch.linspace(-1, 1, out.numel(), device=out.device).view_as(out))
     return out, x.grad, [p.grad for p in model.parameters()]
 
 

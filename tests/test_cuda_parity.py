@@ -90,11 +90,15 @@ def merged(ranges):
     return out
 
 
-def poisoned_run(fn, pattern, attempts=3):
+def poisoned_run(fn, pattern):
     """fn()'s CUDA outputs, computed into caching-allocator blocks that were
-    filled with `pattern` bytes just before; fails if they did not land there."""
-    sizes = [t.untyped_storage().nbytes() for t in as_tuple(fn())]
-    for blocks_per_size in range(2, 2 + 2 * attempts, 2):
+    filled with `pattern` bytes just before; fails if they did not land there.
+    Small outputs share the allocator's small pool with fn()'s temporaries,
+    so the poisoned blocks are many."""
+    # whole allocator blocks (multiples of 512 bytes), so that freed neighbours
+    # merge into one poisoned range wherever fn() then carves its outputs
+    sizes = [-(-t.untyped_storage().nbytes() // 512) * 512 for t in as_tuple(fn())]
+    for blocks_per_size in (4, 32, 256):
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         blocks = [
@@ -108,7 +112,8 @@ def poisoned_run(fn, pattern, attempts=3):
         spans = [(o.untyped_storage().data_ptr(), o.untyped_storage().nbytes()) for o in outs]
         if all(any(lo <= p and p + n <= hi for lo, hi in ranges) for p, n in spans):
             return outs
-    pytest.fail("could not place the op's outputs in poisoned memory")
+    pytest.fail(f"could not place the op's outputs (address, bytes: {spans}) in poisoned "
+                f"memory ({len(ranges)} ranges from {ranges[0][0]:#x} to {ranges[-1][1]:#x})")
 
 
 def assert_parity(cuda_fn, cpu_fn):

@@ -82,8 +82,9 @@ def layout(t):
 
 
 def assert_same_bits(actual, expected):
-    """Equal including NaN payloads and the sign of zero."""
-    actual = actual.cpu()
+    """Equal including NaN payloads and the sign of zero (compared on the CPU,
+    wherever either was computed)."""
+    actual, expected = actual.cpu(), expected.cpu()
     assert actual.shape == expected.shape and actual.dtype == expected.dtype
     if actual.dtype in BITS:
         actual, expected = actual.view(BITS[actual.dtype]), expected.view(BITS[expected.dtype])
