@@ -68,6 +68,13 @@ export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-$("$python" -c \
 export MAX_JOBS=${MAX_JOBS:-$(nproc)} PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
 unset POOLX_CPU_ONLY
+# The system's GCC, whose C++ runtime is the one torch loads: built with the
+# GPU image's CC/CXX (a GCC under /opt/gcc), every error the extension raised
+# killed the process with a segfault; the system GCC's build passed every
+# test. POOLX_KEEP_CXX=1 keeps CC/CXX as they are.
+if [[ -z ${POOLX_KEEP_CXX-} && -x /usr/bin/gcc && -x /usr/bin/g++ ]]; then
+  export CC=/usr/bin/gcc CXX=/usr/bin/g++
+fi
 step build 240 "$python" setup.py build_ext --inplace || {
   printf '%s\n' "${status[@]}"
   exit 1
@@ -76,7 +83,11 @@ step cuda-kernels-loaded 60 "$python" -c "
 import torch, poolx
 poolx.show_config()
 v, a = poolx.max_pool2d_with_argmax(torch.randn(1, 1, 4, 4, device='cuda'), 2)
-print('poolx runs on', v.device)"
+print('poolx runs on', v.device)
+try:
+    torch.ops.poolx.max_pool2d_values(v, [0, 0], [1, 1], [0, 0], [1, 1], False)
+except RuntimeError as e:
+    print('its errors reach Python:', str(e).splitlines()[0])"
 
 if wanted tests; then
   workers=()
