@@ -6,7 +6,8 @@
 #
 #   bench/gpu_suite.sh OUT_DIR [STEP ...]
 #
-# STEPs (default: all, in this order): tests bench models compile. The build
+# STEPs (default: all, in this order): tests profile bench models compile
+# (profile: each path's time kernel by kernel, poolx beside torch). The build
 # always runs first. BENCH_SHAPES and BENCH_MIN_RUN_TIME narrow the benchmark
 # (default: every shape, 0.05 s); TESTS_SECONDS caps the tests (default 200).
 # SUITE_SECONDS (default 570) bounds the whole run: every
@@ -15,9 +16,9 @@
 # their id run (test_cuda_compile aside: it needs no GPU).
 set -uo pipefail
 
-out_dir=${1:?usage: bench/gpu_suite.sh OUT_DIR [tests bench models compile]}
+out_dir=${1:?usage: bench/gpu_suite.sh OUT_DIR [tests profile bench models compile]}
 shift
-steps=${*:-tests bench models compile}
+steps=${*:-tests profile bench models compile}
 mkdir -p "$out_dir" && out_dir=$(cd "$out_dir" && pwd)
 cd "$(dirname "$0")/.."
 exec > >(tee "$out_dir/gpu_suite.log") 2>&1
@@ -96,6 +97,9 @@ if wanted tests; then
     -k "cuda and not test_cuda_compile" -rfE --junitxml="$out_dir/tests.xml"
 fi
 
+if wanted profile; then
+  step profile 60 "$python" -m bench.kernel_profile --device cuda --shapes seed vgg-64@224
+fi
 # Every shape, layout, mode and path of the CPU benchmark, against eager torch.
 if wanted bench; then
   # shellcheck disable=SC2086  # BENCH_SHAPES is a list

@@ -201,3 +201,16 @@ def test_plot_shows_what_was_measured():
         import matplotlib.pyplot as plt
 
         plt.close(fig)
+
+
+def test_kernel_profile_lists_each_peers_time_and_kernels(capsys):
+    from bench.kernel_profile import main as profile_main
+
+    profile_main(["--device", "cpu", "--shapes", "mnist", "--layouts", "channels_last",
+                  "--modes", "backward", "unpool", "--calls", "1"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("mnist/")]
+    assert [line.split(":")[0] for line in lines] == [
+        f"mnist/channels_last/float32/{mode} {peer}"
+        for mode in ("backward", "unpool") for peer in ("eager", "poolx")]
+    poolx_unpool = lines[-1]
+    assert "poolx::max_unpool2d" in poolx_unpool and float(poolx_unpool.split()[2]) > 0
