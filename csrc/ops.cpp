@@ -2,7 +2,6 @@
 // backend-independent glue that validates, allocates and calls a backend's
 // kernels. TORCH_LIBRARY_IMPL blocks bind the glue to CPU and CUDA kernels.
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/aminmax.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
@@ -201,15 +200,8 @@ Tensor max_unpool2d(const Tensor& input, const Tensor& indices, IntArrayRef outp
               "), but got indices.device=", indices.device());
   check_numel_fits(input.sizes().slice(0, input.dim() - 2), output_size[0], output_size[1],
                    "output_size", op);
-  // The CPU kernel checks each index as it scatters; the CUDA kernel (also in
-  // the emulation build, on CPU tensors) trusts them, so one pass first.
-  const int64_t plane = output_size[0] * output_size[1];
-  if (K != &cpu_kernels && indices.numel() > 0) {
-    const auto [lo_t, hi_t] = at::aminmax(indices);
-    const int64_t lo = lo_t.item<int64_t>(), hi = hi_t.item<int64_t>();  // one sync each
-    TORCH_CHECK(lo >= 0 && hi < plane, op, ": Found an invalid max index: ", lo < 0 ? lo : hi,
-                " (output volumes are of size ", output_size[0], "x", output_size[1], ")");
-  }
+  // Each index is checked where it is placed: the CPU kernel raises torch's
+  // error, the CUDA kernel asserts on the device (as torch's does).
   const at::MemoryFormat format = pool_memory_format(input);
   const Tensor in4 = as_batched(input, format);
   const Tensor idx4 = as_batched(indices, format);

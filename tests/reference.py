@@ -1,6 +1,7 @@
 """Reference results and exact comparisons for the poolx tests."""
 
 import contextlib
+import re
 
 import pytest
 import torch
@@ -28,6 +29,15 @@ def raises_bad_argmax(message):
     if CUDA_EMULATION:
         return pytest.raises(RuntimeError, match="device-side assert triggered")
     return pytest.raises(IndexError, match=message)
+
+
+def raises_bad_indices(message):
+    """pytest.raises for an unpool index outside its output plane: on CPU
+    torch's RuntimeError `message`; the CUDA kernels assert on the device, as
+    torch's do (the emulation build raises that too)."""
+    if CUDA_EMULATION:
+        return pytest.raises(RuntimeError, match="device-side assert triggered.*invalid max index")
+    return pytest.raises(RuntimeError, match=re.escape(message))
 
 
 # assert_close's arguments for equal values, NaN where NaN (strides and the

@@ -6,6 +6,9 @@ fallbacks) agree with them on every element. Each CUDA output is computed into
 memory poisoned with two different byte patterns, so an element a kernel
 forgets to write cannot match the CPU result in both runs."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -301,3 +304,21 @@ def test_cpu_only_build_names_the_missing_cuda_kernels():
         pytest.skip("poolx was built with CUDA kernels")
     with pytest.raises(RuntimeError, match="built without CUDA kernels"):
         ops.max_pool2d_argmax(torch.randn(1, 1, 4, 4, device="cuda"), *pool_args(CONFIGS[0]))
+
+
+@pytest.mark.parametrize("bad", [-1, 6 * 7], ids=["negative", "one past the plane"])
+def test_an_index_outside_the_plane_asserts_on_the_device(with_cuda_kernels, bad):
+    """As torch's CUDA unpool: no host sync to inspect the indices, a device-side
+    assert instead, which ends the process's CUDA context (so: a fresh process)."""
+    code = (
+        "import torch, poolx\n"
+        "indices = torch.zeros(1, 2, 3, 3, dtype=torch.long, device='cuda')\n"
+        f"indices[0, 1, 2, 2] = {bad}\n"
+        "try:\n"
+        "    poolx.max_unpool2d(torch.ones(1, 2, 3, 3, device='cuda'), indices, 2, output_size=(6, 7))\n"
+        "    torch.cuda.synchronize()\n"
+        "except RuntimeError as e:\n"
+        "    print('raised:', e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "device-side assert triggered" in done.stdout + done.stderr, done.stdout + done.stderr

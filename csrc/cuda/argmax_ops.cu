@@ -25,6 +25,9 @@ struct UnpoolClaimElem {
 
   __device__ void operator()(int64_t n, int64_t c, int64_t ih, int64_t iw, int64_t i) const {
     const int64_t target = indices[i];
+    // as torch's CUDA unpool does: no host sync to look at the indices first
+    CUDA_KERNEL_ASSERT(target >= 0 && target < out_l.h * out_l.w &&
+                       "poolx: max_unpool2d: Found an invalid max index (outside its output plane)");
     const PlaneStrides os = out_l.plane_strides(), vs = values_l.plane_strides();
     const int64_t th = div_nonneg(target, out_l.w);
     const int64_t o = out_l.plane_offset(n, c) + th * os.h + (target - th * out_l.w) * os.w;
