@@ -23,6 +23,10 @@ GEOMETRIES = {
     "tiled 2x2, 16 channels": ((2, 16, 8, 10), 2, 2, 0, 1, False),
     "tiled 2x2, 2 channels": ((2, 2, 8, 34), 2, 2, 0, 1, False),
     "tiled 2x2, ceil mode": ((2, 3, 9, 11), 2, 2, 0, 1, True),
+    # the CUDA kernels' vector routes: NCHW rows of 8 windows, channels_last
+    # 16 channels in partial (ceil mode) windows
+    "tiled 2x2, rows of 8 windows": ((2, 3, 6, 16), 2, 2, 0, 1, False),
+    "tiled 2x2, ceil mode, 16 channels": ((2, 16, 9, 11), 2, 2, 0, 1, True),
     "overlap 3/2/1 (resnet stem)": ((2, 3, 11, 12), 3, 2, 1, 1, False),
     "overlap 2/1/1": ((2, 2, 5, 17), 2, 1, 1, 1, False),
     "dilated 3/1/1/2": ((2, 3, 9, 10), 3, 1, 1, 2, False),

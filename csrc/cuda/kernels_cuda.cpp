@@ -55,8 +55,7 @@ void check_argmax(const Tensor& argmax, const Pool2dGeometry& g, cudaStream_t st
 
 bool backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& grad_input,
               const Pool2dGeometry& g) {
-  const OnDeviceOf on(grad_output);
-  check_argmax(argmax, g, on.stream);
+  const OnDeviceOf on(grad_output);  // the launcher checks the argmax
   const Layout4d out_l = layout_of(grad_output), in_l = layout_of(grad_input);
   POOLX_DISPATCH_GRAD_TYPES(grad_output.scalar_type(), "poolx_max_pool2d_backward_cuda", [&] {
     dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
@@ -110,8 +109,7 @@ bool argmax_to_mask(const Tensor& argmax, const Tensor& mask, const Pool2dGeomet
 
 bool max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, const Tensor& out,
                          const Pool2dGeometry& g) {
-  const OnDeviceOf on(values);
-  check_argmax(argmax, g, on.stream);
+  const OnDeviceOf on(values);  // the launcher checks the argmax
   POOLX_DISPATCH_POOLED_TYPES(values.scalar_type(), "poolx_max_unpool2d_argmax_cuda", [&] {
     dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
       using argmax_t = std::remove_pointer_t<decltype(am_tag)>;

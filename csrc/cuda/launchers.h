@@ -24,6 +24,9 @@ cudaError_t max_pool2d_forward(const scalar_t* input, scalar_t* values, argmax_t
                                int64_t* indices, const Layout4d& in_l, const Layout4d& out_l,
                                const Pool2dGeometry& g, cudaStream_t stream);
 
+// max_pool2d_backward and max_unpool2d_argmax check the argmax themselves
+// (check_argmax below): the tiled kernels as they route it, the generic ones
+// by a check pass first; the other argmax launchers trust theirs.
 template <typename scalar_t, typename argmax_t>
 cudaError_t max_pool2d_backward(const scalar_t* grad_output, const argmax_t* argmax,
                                 scalar_t* grad_input, const Layout4d& out_l,

@@ -4,6 +4,8 @@
 // atomics, torch's summation order); tiled geometries with a 1-byte argmax
 // take a one-pass vectorized path that writes every grad_input element:
 // grad_output where the window's argmax selects the element, else +0.
+#include <c10/macros/Macros.h>
+
 #include <type_traits>
 
 #include "cuda_common.cuh"
@@ -47,8 +49,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     uint8_t arg[V];
     load_vectors<V>(grad_output + o, grad);
     load_vectors<V>(argmax + o, arg);
+    int highest = 0;
 #pragma unroll
-    for (int i = 0; i < V; ++i) grad[i] = routed<kCopy>(grad[i]);
+    for (int i = 0; i < V; ++i) {
+      grad[i] = routed<kCopy>(grad[i]);
+      highest = arg[i] > highest ? arg[i] : highest;
+    }
+    // The argmax is checked as it is routed (the generic path runs a check pass
+    // first); with exact tiling every tap lies inside the input.
+    CUDA_KERNEL_ASSERT(highest < g.kernel_h * kW &&
+                       "poolx: an argmax value names no tap of its window inside the input");
     // Exact tiling: input row out_row * kernel_h + kh, column 2 * ow0 onward.
     scalar_t* dst = grad_input + out_row * g.kernel_h * g.in_w + ow0 * kW;
 #pragma unroll 2
@@ -92,16 +102,22 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const TapRange rows = window_taps(h0, g.kernel_h, 1, g.in_h);
     const TapRange cols = window_taps(w0, g.kernel_w, 1, g.in_w);
     scalar_t* plane = grad_input + in_l.plane_offset(p.n, p.c);
+    unsigned routed_lanes = 0;  // a lane whose argmax names no tap inside the input routes nowhere
     for (int64_t kh = rows.begin; kh < rows.end; ++kh) {
 #pragma unroll 1
       for (int64_t kw = cols.begin; kw < cols.end; ++kw) {
         const int64_t tap = kh * g.kernel_w + kw;
         scalar_t x[V];
 #pragma unroll
-        for (int i = 0; i < V; ++i) x[i] = arg[i] == tap ? grad[i] : scalar_t(0);
+        for (int i = 0; i < V; ++i) {
+          x[i] = arg[i] == tap ? grad[i] : scalar_t(0);
+          routed_lanes |= static_cast<unsigned>(arg[i] == tap) << i;
+        }
         store_vectors<V>(plane + (h0 + kh) * s.h + (w0 + kw) * s.w, x);
       }
     }
+    CUDA_KERNEL_ASSERT(routed_lanes == (1u << V) - 1 &&
+                       "poolx: an argmax value names no tap of its window inside the input");
   }
 }
 
@@ -158,6 +174,8 @@ cudaError_t max_pool2d_backward(const scalar_t* grad_output, const argmax_t* arg
       return err;
     }
   }
+  const cudaError_t err = check_argmax(argmax, out_l, g, stream);
+  if (err != cudaSuccess) return err;
   return launch_for_each_element(
       in_l, BackwardElem<scalar_t, argmax_t, /*sum_t=*/acc_t<scalar_t>>{
                  grad_output, argmax, grad_input, out_l, g}, stream);
@@ -176,6 +194,8 @@ cudaError_t max_unpool2d_argmax(const scalar_t* values, const argmax_t* argmax, 
       return err;
     }
   }
+  const cudaError_t err = check_argmax(argmax, values_l, g, stream);
+  if (err != cudaSuccess) return err;
   return launch_for_each_element(
       out_l, UnpoolArgmaxElem<scalar_t, argmax_t>{values, argmax, out, values_l, g}, stream);
 }
