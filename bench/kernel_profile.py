@@ -5,7 +5,8 @@
 
 For every case and peer: the time per call summed over its kernels (self
 time, CUDA kernels and memsets on a GPU, operators on the CPU), then the
-kernels that take most of it.
+kernels that take most of it; on a GPU also the host time of its operators
+(launch overhead, allocation, any synchronization).
 """
 
 import argparse
@@ -31,18 +32,21 @@ def parse_args(argv=None):
 
 
 def kernel_times(run, device, calls):
-    """[(microseconds per call, kernel name)], largest first."""
+    """([(microseconds per call, kernel name)] largest first, host microseconds
+    per call of the operators (0 on the CPU, where the kernels are that))."""
     run()  # warm-up, outside the profile
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     sync()
-    activity = ProfilerActivity.CUDA if device == "cuda" else ProfilerActivity.CPU
-    with profile(activities=[activity]) as prof:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with profile(activities=activities) as prof:
         for _ in range(calls):
             run()
         sync()
+    events = prof.key_averages()
     field = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
-    rows = [(getattr(e, field) / calls, e.key) for e in prof.key_averages()]
-    return sorted((r for r in rows if r[0] > 0), reverse=True)
+    rows = sorted(((getattr(e, field) / calls, e.key) for e in events), reverse=True)
+    host = sum(e.self_cpu_time_total for e in events if e.key != "cudaDeviceSynchronize")
+    return [r for r in rows if r[0] > 0], host / calls if device == "cuda" else 0.0
 
 
 def main(argv=None):
@@ -56,10 +60,11 @@ def main(argv=None):
                     run = make_runner(peer, mode, t, shape)
                     if run is None:
                         continue
-                    rows = kernel_times(run, args.device, args.calls)
+                    rows, host = kernel_times(run, args.device, args.calls)
                     top = "; ".join(f"{us:.1f} {key[:70]}" for us, key in rows[:args.top])
+                    on_host = f" (host {host:.1f} us)" if args.device == "cuda" else ""
                     print(f"{name}/{layout}/{args.dtype}/{mode} {peer}: "
-                          f"{sum(us for us, _ in rows):.1f} us | {top}", flush=True)
+                          f"{sum(us for us, _ in rows):.1f} us{on_host} | {top}", flush=True)
             t.release()
 
 
