@@ -74,8 +74,9 @@ inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int) 
   *value = attr == cudaDevAttrMultiProcessorCount ? 1 : 0;
   return cudaSuccess;
 }
+// CUDA takes any pointer for 0 bytes (an empty tensor's is null); memset does not.
 inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
-  std::memset(p, value, bytes);
+  if (bytes > 0) std::memset(p, value, bytes);
   return cudaSuccess;
 }
 
