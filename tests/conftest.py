@@ -43,3 +43,12 @@ def stores(request):
         yield request.getfixturevalue("streaming")
     else:
         yield
+
+
+@pytest.fixture(scope="module")
+def with_cuda_kernels():
+    """Skips a CUDA test where poolx was built without its CUDA kernels."""
+    from cuda_cases import cuda_build
+
+    if not cuda_build():
+        pytest.skip("poolx was built without CUDA kernels")
