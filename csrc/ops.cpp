@@ -111,7 +111,7 @@ template <KernelsFn K>
 Tensor max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, IntArrayRef input_hw,
                            IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
                            IntArrayRef dilation, bool ceil_mode) {
-  const char* op = "max_unpool2d";
+  const char* op = "max_unpool2d_argmax";
   check_pool_dtype(values, "input", op, /*allow_integral=*/true);
   const ArgmaxProblem p = argmax_problem(argmax, values, input_hw, kernel_size, stride, padding,
                                          dilation, ceil_mode, op);

@@ -70,7 +70,7 @@ def every_op(x, pool, values, argmax):
     grad = torch.ones_like(values) if values.is_floating_point() else None
     return {
         "max_pool2d_backward": lambda: poolx.max_pool2d_backward(grad, argmax, x.shape, *pool),
-        "max_unpool2d": lambda: poolx.max_unpool2d_argmax(values, argmax, x.shape, *pool),
+        "max_unpool2d_argmax": lambda: poolx.max_unpool2d_argmax(values, argmax, x.shape, *pool),
         "argmax_to_mask": lambda: poolx.argmax_to_mask(argmax, x.shape, *pool),
         "argmax_to_indices": lambda: poolx.argmax_to_indices(argmax, x.shape, *pool),
         "gather_by_argmax": lambda: torch.ops.poolx.gather_by_argmax(x, argmax, *geo_args(pool)),
