@@ -136,12 +136,18 @@ TILED_KERNELS = {
         "max_pool2d_tiled_cl_forward_kernel<c10::BFloat16, true>",
     ],
     "max_pool2d_backward.cu": [
-        "max_pool2d_tiled_nchw_backward_kernel<float, 4, false>",
-        "max_pool2d_tiled_nchw_backward_kernel<float, 4, true>",
-        "max_pool2d_tiled_nchw_backward_kernel<c10::Half, 8, false>",
-        "max_pool2d_tiled_cl_backward_kernel<float, false>",
-        "max_pool2d_tiled_cl_backward_kernel<float, true>",
-        "max_pool2d_tiled_cl_backward_kernel<c10::BFloat16, false>",
+        "tiled_nchw_route_kernel<(Route)0, ArgmaxTaps, float, 4>",
+        "tiled_nchw_route_kernel<(Route)1, ArgmaxTaps, float, 4>",
+        "tiled_nchw_route_kernel<(Route)0, ArgmaxTaps, c10::Half, 8>",
+        "tiled_cl_route_kernel<(Route)0, ArgmaxTaps, float, 4>",
+        "tiled_cl_route_kernel<(Route)1, ArgmaxTaps, float, 4>",
+        "tiled_cl_route_kernel<(Route)0, ArgmaxTaps, c10::BFloat16, 8>",
+    ],
+    "argmax_ops.cu": [
+        "tiled_nchw_route_kernel<(Route)2, ArgmaxTaps, unsigned char, 16>",
+        "tiled_cl_route_kernel<(Route)2, ArgmaxTaps, unsigned char, 16>",
+        "tiled_nchw_route_kernel<(Route)1, IndexTaps, unsigned int, 4>",
+        "tiled_cl_route_kernel<(Route)1, IndexTaps, unsigned short, 8>",
     ],
 }
 
@@ -152,8 +158,19 @@ def ptx_entries(ptx):
     for match in re.finditer(r"\.entry (\S+)\((.*?)\n\}", ptx, re.S):
         name = demangle(match.group(1))
         name = re.sub(r"poolx::|cuda_launch::|\(anonymous namespace\)::", "", name)
-        entries[name.split("(")[0].removeprefix("void ")] = match.group(2)
+        entries[without_parameters(name).removeprefix("void ")] = match.group(2)
     return entries
+
+
+def without_parameters(name):
+    """A demangled function name without its parameter list (template
+    arguments may hold parentheses too: `(Route)0`)."""
+    depth = 0
+    for i in range(len(name) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(name[i], 0)
+        if depth == 0:
+            return name[:i]
+    return name
 
 
 @pytest.mark.skipif(shutil.which("c++filt") is None, reason="c++filt needed to find kernels")

@@ -36,10 +36,14 @@ BUGS = {
         "csrc/cuda/argmax_ops.cu",
         "atomicMax(winner + o, static_cast<Key>(ih * vs.h + iw * vs.w + 1));",
         "winner[o] = static_cast<Key>(ih * vs.h + iw * vs.w + 1);"),
-    "a window loop one tap too far (tiled channels_last backward)": (
-        "csrc/cuda/max_pool2d_backward.cu",
-        "for (int64_t kw = cols.begin; kw < cols.end; ++kw) {\n        const int64_t tap",
-        "for (int64_t kw = cols.begin; kw <= cols.end; ++kw) {\n        const int64_t tap"),
+    "a window loop one tap too far (tiled channels_last routing)": (
+        "csrc/cuda/tiled_route.cuh",
+        "for (int64_t kw = cols.begin; kw < cols.end; ++kw) {\n        const int64_t here",
+        "for (int64_t kw = cols.begin; kw <= cols.end; ++kw) {\n        const int64_t here"),
+    "an index outside its window not reported (tiled unpool by indices)": (
+        "csrc/cuda/tiled_route.cuh",
+        "if (!all_valid) *outside = 1;",
+        "if (!all_valid && false) *outside = 1;"),
     "a grid-stride loop reduced to one iteration (the element kernel)": (
         "csrc/cuda/cuda_common.cuh",
         "for (int64_t i = first_index(); i < total; i += grid_stride()) {",

@@ -1,11 +1,15 @@
 // CUDA kernels of the ops built on the argmax (indices, mask, double
-// backward, unpool): one thread per element, each calling the shared element
-// function that the CPU kernels call.
+// backward) and of unpool by indices: one thread per element, each calling the
+// shared element function that the CPU kernels call; the mask and unpool take
+// the tiled routing (tiled_route.cuh) where windows tile the input.
 #include <c10/macros/Macros.h>
+
+#include <type_traits>
 
 #include "cuda_common.cuh"
 #include "launchers.h"
 #include "poolx/element_ops.h"
+#include "tiled_route.cuh"
 
 namespace poolx {
 namespace cuda_launch {
@@ -49,6 +53,19 @@ struct UnpoolGatherElem {
   }
 };
 
+struct ClearKey {
+  Key* winner;
+
+  __device__ void operator()(int64_t, int64_t, int64_t, int64_t, int64_t i) const { winner[i] = 0; }
+};
+
+// The unsigned type of T's size: unpool moves elements as bits.
+template <typename T>
+using Bits = std::conditional_t<
+    sizeof(T) == 1, uint8_t,
+    std::conditional_t<sizeof(T) == 2, uint16_t,
+                       std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+
 template <typename argmax_t>
 struct CheckArgmaxElem {
   const argmax_t* argmax;
@@ -86,22 +103,60 @@ template <typename argmax_t>
 cudaError_t argmax_to_mask(const argmax_t* argmax, bool* mask, const Layout4d& argmax_l,
                            const Layout4d& mask_l, const Pool2dGeometry& g,
                            cudaStream_t stream) {
+  cudaError_t err = cudaSuccess;
+  if constexpr (std::is_same<argmax_t, uint8_t>::value) {
+    // true routed to each window's selected tap, the argmax checked as it is read
+    if (try_tiled_route<Route::kOne>(static_cast<const uint8_t*>(nullptr), ArgmaxTaps{argmax},
+                                     reinterpret_cast<uint8_t*>(mask), argmax_l, mask_l, g, stream,
+                                     &err)) {
+      return err;
+    }
+  }
+  err = check_argmax(argmax, argmax_l, g, stream);
+  if (err != cudaSuccess) return err;
   return launch_for_each_element(mask_l, MaskElem<argmax_t>{argmax, mask, argmax_l, g}, stream);
 }
 
+// Unpool by indices whose windows tile the output (kernel == stride, guessed
+// as output size // input size, as torch's max_unpool2d has no kernel size):
+// the tiled routing with each index's tap, one pass. If an index lies outside
+// its window (other pooling arguments, repeated or bad indices), the routing
+// sets a flag on the device and the general unpool, which runs only then,
+// rewrites the whole output: no host sync decides between them.
 template <typename scalar_t>
 cudaError_t max_unpool2d_indices(const scalar_t* values, const int64_t* indices, scalar_t* out,
                                  int64_t* scratch, const Layout4d& values_l,
                                  const Layout4d& out_l, cudaStream_t stream) {
   Key* winner = reinterpret_cast<Key*>(scratch);
-  cudaError_t err = cudaMemsetAsync(winner, 0, out_l.numel() * sizeof(Key), stream);
+  unsigned* outside = reinterpret_cast<unsigned*>(scratch + out_l.numel());
+  const unsigned* gate = nullptr;  // the general unpool runs if null or *gate
+  cudaError_t err = cudaSuccess;
+  if (values_l.h > 0 && values_l.w > 0 && out_l.h >= values_l.h && out_l.w >= values_l.w) {
+    const int64_t kh = out_l.h / values_l.h, kw = out_l.w / values_l.w;
+    const Pool2dGeometry g{out_l.h, out_l.w, values_l.h, values_l.w, kh, kw, kh, kw, 0, 0, 1, 1};
+    using B = Bits<scalar_t>;
+    const auto* from = reinterpret_cast<const B*>(values);
+    auto* to = reinterpret_cast<B*>(out);
+    const IndexTaps taps{indices, outside};
+    if (tiled_route_lanes(from, taps, to, values_l, out_l, g) != 0) {
+      err = cudaMemsetAsync(outside, 0, sizeof(unsigned), stream);
+      if (err == cudaSuccess) {
+        try_tiled_route<Route::kCopy>(from, taps, to, values_l, out_l, g, stream, &err);
+      }
+      if (err != cudaSuccess) return err;
+      gate = outside;
+    }
+  }
+  const Layout4d keys{1, 1, 1, out_l.numel(), false};
+  err = gate == nullptr ? cudaMemsetAsync(winner, 0, out_l.numel() * sizeof(Key), stream)
+                        : launch_for_each_element(keys, ClearKey{winner}, stream, gate);
   if (err == cudaSuccess) {
     err = launch_for_each_element(values_l, UnpoolClaimElem{indices, winner, values_l, out_l},
-                                  stream);
+                                  stream, gate);
   }
   if (err != cudaSuccess) return err;
   return launch_for_each_element(
-      out_l, UnpoolGatherElem<scalar_t>{values, winner, out, values_l}, stream);
+      out_l, UnpoolGatherElem<scalar_t>{values, winner, out, values_l}, stream, gate);
 }
 
 template cudaError_t check_argmax<uint8_t>(const uint8_t*, const Layout4d&, const Pool2dGeometry&,

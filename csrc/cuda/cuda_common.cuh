@@ -46,9 +46,12 @@ inline cudaError_t blocks_for(int64_t work, unsigned* blocks) {
 }
 
 // body(n, c, h, w, offset) for every element of `l`, one thread per element:
-// the CUDA counterpart of the CPU's parallel_for_each_element.
+// the CUDA counterpart of the CPU's parallel_for_each_element. With a `gate`,
+// only if *gate is nonzero (a decision made on the device, without a host sync).
 template <typename Body>
-__global__ void __launch_bounds__(kThreads, kMinBlocks) for_each_element_kernel(Layout4d l, Body body) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    for_each_element_kernel(Layout4d l, Body body, const unsigned* gate) {
+  if (gate != nullptr && *gate == 0) return;
   const int64_t total = l.numel();
   for (int64_t i = first_index(); i < total; i += grid_stride()) {
     const Layout4d::Coord p = l.coord(i);
@@ -71,8 +74,9 @@ cudaError_t launch(Kernel kernel, int64_t work, cudaStream_t stream, Args... arg
 }
 
 template <typename Body>
-cudaError_t launch_for_each_element(const Layout4d& l, const Body& body, cudaStream_t stream) {
-  return launch(for_each_element_kernel<Body>, l.numel(), stream, l, body);
+cudaError_t launch_for_each_element(const Layout4d& l, const Body& body, cudaStream_t stream,
+                                    const unsigned* gate = nullptr) {
+  return launch(for_each_element_kernel<Body>, l.numel(), stream, l, body, gate);
 }
 
 // Vector memory access: N elements moved in chunks of at most 16 bytes, each

@@ -96,8 +96,7 @@ bool gather_by_argmax(const Tensor& src, const Tensor& argmax, const Tensor& out
 }
 
 bool argmax_to_mask(const Tensor& argmax, const Tensor& mask, const Pool2dGeometry& g) {
-  const OnDeviceOf on(argmax);
-  check_argmax(argmax, g, on.stream);
+  const OnDeviceOf on(argmax);  // the launcher checks the argmax
   dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
     using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
     C10_CUDA_CHECK(cuda_launch::argmax_to_mask(argmax.const_data_ptr<argmax_t>(),
@@ -126,9 +125,9 @@ int64_t first_invalid_argmax(const Tensor&, const Pool2dGeometry&) { return -1; 
 
 void max_unpool2d_indices(const Tensor& values, const Tensor& indices, const Tensor& out) {
   const OnDeviceOf on(values);
-  // Per output element, the winning input (see launchers.h); freed by the
-  // caching allocator once the stream is done with it.
-  const Tensor scratch = at::empty({out.numel()}, out.options().dtype(at::kLong));
+  // Per output element, the winning input, and a flag (see launchers.h);
+  // freed by the caching allocator once the stream is done with it.
+  const Tensor scratch = at::empty({out.numel() + 1}, out.options().dtype(at::kLong));
   POOLX_DISPATCH_POOLED_TYPES(values.scalar_type(), "poolx_max_unpool2d_cuda", [&] {
     C10_CUDA_CHECK(cuda_launch::max_unpool2d_indices(
         values.const_data_ptr<scalar_t>(), indices.const_data_ptr<int64_t>(),

@@ -24,9 +24,9 @@ cudaError_t max_pool2d_forward(const scalar_t* input, scalar_t* values, argmax_t
                                int64_t* indices, const Layout4d& in_l, const Layout4d& out_l,
                                const Pool2dGeometry& g, cudaStream_t stream);
 
-// max_pool2d_backward and max_unpool2d_argmax check the argmax themselves
-// (check_argmax below): the tiled kernels as they route it, the generic ones
-// by a check pass first; the other argmax launchers trust theirs.
+// max_pool2d_backward, max_unpool2d_argmax and argmax_to_mask check the
+// argmax themselves (check_argmax below): the tiled kernels as they route it,
+// the generic ones by a check pass first; the other argmax launchers trust theirs.
 template <typename scalar_t, typename argmax_t>
 cudaError_t max_pool2d_backward(const scalar_t* grad_output, const argmax_t* argmax,
                                 scalar_t* grad_input, const Layout4d& out_l,
@@ -58,8 +58,9 @@ template <typename argmax_t>
 cudaError_t check_argmax(const argmax_t* argmax, const Layout4d& argmax_l, const Pool2dGeometry& g,
                          cudaStream_t stream);
 
-// `scratch` holds out_l.numel() 64-bit words (contents irrelevant): per
-// output position, 1 + the largest in-plane input position targeting it.
+// `scratch` holds out_l.numel() + 1 64-bit words (contents irrelevant): per
+// output position, 1 + the largest in-plane input position targeting it, and
+// a flag: some index lies outside the window that tiling would give it.
 template <typename scalar_t>
 cudaError_t max_unpool2d_indices(const scalar_t* values, const int64_t* indices, scalar_t* out,
                                  int64_t* scratch, const Layout4d& values_l,
