@@ -116,38 +116,48 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     CUDA kernel may keep either write). Indices outside the output plane raise
     an error instead of being written.
     """
+    return unpool_by_indices(input, indices,
+                             _unpool_hw(input, kernel_size, stride, padding, output_size))
+
+
+def _int_pair(v):
+    """v as (int, int) if it is an int or a tuple of two ints, else None."""
+    if type(v) is int:
+        return (v, v)
+    if type(v) is tuple and len(v) == 2 and type(v[0]) is int and type(v[1]) is int:
+        return v
+    return None
+
+
+def _unpool_hw(input, kernel_size, stride, padding, output_size):
+    """The unpooled (H, W) by torch's rule (F._unpool_output_size): worked out
+    directly for plain ints (a small unpool's kernel costs less than torch's
+    general rule), else by torch's code, with its errors."""
+    kernel = _int_pair(kernel_size)
+    steps = kernel if stride is None else _int_pair(stride)
+    pads = _int_pair(padding)
+    if kernel is None or steps is None or pads is None or input.dim() < 2:
+        return _torch_unpool_hw(input, kernel_size, stride, padding, output_size)
+    (kh, kw), (sh, sw), (ph, pw) = kernel, steps, pads
+    h, w = input.shape[-2:]
+    dh, dw = (h - 1) * sh - 2 * ph + kh, (w - 1) * sw - 2 * pw + kw
+    if output_size is None:
+        return dh, dw
+    if isinstance(output_size, (tuple, list)) and len(output_size) in (2, 4):
+        oh, ow = output_size[-2:]
+        if type(oh) is int and type(ow) is int and dh - sh < oh < dh + sh and dw - sw < ow < dw + sw:
+            return oh, ow
+    return _torch_unpool_hw(input, kernel_size, stride, padding, output_size)
+
+
+def _torch_unpool_hw(input, kernel_size, stride, padding, output_size):
     kernel = _pair(kernel_size)
     stride = kernel if stride is None else _pair(stride)
-    padding = _pair(padding)
-    return unpool_by_indices(input, indices, _unpool_hw(input, kernel, stride, padding, output_size))
-
-
-# (input H, W, kernel, stride, padding, output_size) -> the unpooled (H, W): a
-# model unpools the same shapes every step, and torch's rule costs more than
-# a small unpool's kernel.
-_UNPOOL_HW = {}
-
-
-def _unpool_hw(input, kernel, stride, padding, output_size):
-    """torch's output-size rule and error messages (F._unpool_output_size),
-    worked out once per distinct call."""
-    key = None
-    if not torch.compiler.is_compiling():
-        try:
-            sizes = () if output_size is None else tuple(output_size)
-            # plain ints only (torch.Size holds them): 2.0 would hash as 2
-            if all(type(v) is int for v in (*kernel, *stride, *padding, *sizes)):
-                key = (tuple(input.shape[-2:]), kernel, stride, padding, output_size is None, sizes)
-                return _UNPOOL_HW[key]
-        except (KeyError, TypeError):  # a new call, or an output_size that is no sequence
-            pass
-    hw = tuple(F._unpool_output_size(input, kernel, stride, padding, output_size))
+    hw = tuple(F._unpool_output_size(input, kernel, stride, _pair(padding), output_size))
     for pos, size in enumerate(hw):
         if not isinstance(size, (int, torch.SymInt)):  # torch's argument parser's error
             raise TypeError(f"max_unpool2d(): argument 'output_size' (position 3) must be tuple "
                             f"of ints, but found element of type {type(size).__name__} at pos {pos}")
-    if key is not None and len(_UNPOOL_HW) < 1024:
-        _UNPOOL_HW[key] = hw
     return hw
 
 

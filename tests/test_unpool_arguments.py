@@ -122,20 +122,24 @@ def test_an_invalid_index_in_any_plane_raises(channels_last, bad):
         poolx.max_unpool2d(values, indices, 2)
 
 
-def test_output_size_rule_is_torchs_on_every_call():
-    """poolx works out an output size once per distinct call and keeps it:
-    repeated and interleaved calls, valid and invalid, still give torch's
-    sizes and torch's errors every time."""
-    values, indices = F.max_pool2d(torch.randn(1, 2, 6, 10), 2, return_indices=True)
-    sizes = [None, (6, 10), [7, 11], torch.Size([1, 2, 6, 11]), (9, 10), [6], [6.0, 10.0], 7]
-    for _ in range(2):
-        for kernel in (2, (2, 2)):
-            for output_size in sizes:
-                try:
-                    expected = F.max_unpool2d(values, indices, kernel, output_size=output_size)
-                except Exception as error:
-                    with pytest.raises(type(error), match=re.escape(str(error))):
-                        poolx.max_unpool2d(values, indices, kernel, output_size=output_size)
-                else:
-                    got = poolx.max_unpool2d(values, indices, kernel, output_size=output_size)
-                    assert torch.equal(got, expected), output_size
+def test_output_size_rule_is_torchs_for_every_argument_form():
+    """poolx works out plain-int sizes itself and hands anything else to
+    torch's rule: every form of the arguments, valid or not, gives torch's
+    output or torch's error."""
+    # every value 1 at index 0: valid in every output plane, whoever wins
+    values, indices = torch.ones(1, 2, 3, 5), torch.zeros(1, 2, 3, 5, dtype=torch.long)
+    sizes = [None, (6, 10), [7, 11], (5, 9), (13, 21), torch.Size([1, 2, 6, 11]), (1, 2, 7),
+             (9, 10), (6, 12), (4, 10), [6], [6.0, 10.0], (True, 10), 7]
+    forms = [(2, None, 0), ((2, 2), None, (0, 0)), (2, 2, 0), (2, [1, 2], 0), ([2, 2], (2, 2), 0),
+             (3, 2, 1), ((3, 2), (2, 1), (1, 0)), (2.0, None, 0), (2, (), 0), (True, 2, 0)]
+    for kernel, stride, padding in forms:
+        for output_size in sizes:
+            call = dict(kernel_size=kernel, stride=stride, padding=padding, output_size=output_size)
+            try:
+                expected = F.max_unpool2d(values, indices, **call)
+            except Exception as error:
+                with pytest.raises(type(error), match=re.escape(str(error))):
+                    poolx.max_unpool2d(values, indices, **call)
+            else:
+                got = poolx.max_unpool2d(values, indices, **call)
+                assert got.shape == expected.shape and torch.equal(got, expected), call

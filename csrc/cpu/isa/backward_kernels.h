@@ -114,7 +114,7 @@ void backward_channels_last_tiled(const FastBackwardArgs& a, bool stream) {
   const T* const go = static_cast<const T*>(a.grad_output);
   const uint8_t* const argmax = a.argmax;
   T* const gi = static_cast<T*>(a.grad_input);
-  constexpr bool k16BitLanes = kRoutesIn16BitLanes<T> && !kCopy;
+  constexpr bool k16BitLanes = kRoutesIn16BitLanes<T>;
   // streaming stores are whole aligned vectors already
   const int64_t spilling =
       stream ? 0
@@ -136,8 +136,8 @@ void backward_channels_last_tiled(const FastBackwardArgs& a, bool stream) {
           const int64_t o = ((n_img * g.out_h + oh) * g.out_w + ow) * C;
           T* window = gi_row + ow * kernel_w * C;
           if constexpr (k16BitLanes) {
-            route_channels_16bit<T, spill.value>(go + o, argmax + o, window, C, kh, kernel_w,
-                                                 seen, stream_here);
+            route_channels_16bit<T, kCopy, spill.value>(go + o, argmax + o, window, C, kh,
+                                                        kernel_w, seen, stream_here);
           } else {
             route_channels<T, kCopy, spill.value>(go + o, argmax + o, window, C, kh, kernel_w,
                                                   seen, stream_here);

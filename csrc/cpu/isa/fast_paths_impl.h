@@ -87,8 +87,8 @@ inline bool backward(const FastBackwardArgs& a) {
 // Unpool by argmax, tiled: each input lies in at most one window, so the
 // tiled backward's routing with the value copied is the whole unpool, for
 // types whose lanes carry the value's bits unchanged: float32, and 16-bit
-// types in 16-bit lanes (AVX-512) along rows (NCHW, channels_last C <= 2).
-// Other channels_last cases take unpool_tiled.h. By indices: the rows only.
+// types in 16-bit lanes (AVX-512). Other cases take unpool_tiled.h. By
+// indices: the rows only.
 inline bool unpool_argmax(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   if (!tiles_input(g)) return false;
@@ -107,10 +107,16 @@ inline bool unpool_argmax(const FastBackwardArgs& a) {
     backward_channels_last_tiled<float, /*kCopy=*/true>(a);
     return true;
   }
-  if (row_c == 0) return false;
-#if defined(CPU_CAPABILITY_AVX512)  // 16-bit lanes (route_16bit.h)
-  if (a.dtype == c10::ScalarType::BFloat16) return rows(static_cast<c10::BFloat16*>(nullptr));
-  if (a.dtype == c10::ScalarType::Half) return rows(static_cast<c10::Half*>(nullptr));
+#if defined(CPU_CAPABILITY_AVX512)  // 16-bit lanes (route_16bit.h) move the bits unchanged
+  const auto routed = [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    if (row_c != 0) return rows(tag);
+    if (!a.in_l.channels_last) return false;
+    backward_channels_last_tiled<T, /*kCopy=*/true>(a);
+    return true;
+  };
+  if (a.dtype == c10::ScalarType::BFloat16) return routed(static_cast<c10::BFloat16*>(nullptr));
+  if (a.dtype == c10::ScalarType::Half) return routed(static_cast<c10::Half*>(nullptr));
 #endif
   return false;
 }

@@ -140,14 +140,15 @@ struct Bits16Lanes {
 // Tiled channels_last (backward_kernels.h): the C channels of one output
 // pixel to the kernel_w input pixels of its window in kernel row kh, 32
 // channels at a time; kSpill as for route_channels.
-template <typename T, bool kSpill>
+template <typename T, bool kCopy, bool kSpill>
 inline void route_channels_16bit(const T* grad, const uint8_t* argmax, T* window, int64_t C,
                                  int64_t kh, int64_t kernel_w, SeenArgmax& seen, bool stream) {
   // with kSpill one vector and no channel loop, as in route_channels
   for (int64_t c0 = 0; c0 < (kSpill ? 1 : C); c0 += kLanes16) {
     const int64_t n = kSpill ? C : std::min(kLanes16, C - c0);
     const __mmask32 in = lane_mask16(n);
-    const __m512i g = zero_plus_16bit(_mm512_maskz_loadu_epi16(in, grad + c0));
+    __m512i g = _mm512_maskz_loadu_epi16(in, grad + c0);
+    if constexpr (!kCopy) g = zero_plus_16bit(g);
     const __m512i a = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(in, argmax + c0));
     seen.add(a);
     for (int64_t kw = 0; kw < kernel_w; ++kw) {
@@ -167,7 +168,7 @@ template <typename T>
 struct Bits16Lanes;  // AVX-512 only
 template <typename T, int kC, bool kCopy>
 class PixelPairRouter16;  // AVX-512 only
-template <typename T, bool kSpill>
+template <typename T, bool kCopy, bool kSpill>
 void route_channels_16bit(const T* grad, const uint8_t* argmax, T* window, int64_t C, int64_t kh,
                           int64_t kernel_w, SeenArgmax& seen, bool stream);  // AVX-512 only
 
