@@ -164,12 +164,22 @@ def memory_format(t):
 
 def input_hw(input_size, grad_output, name="input_size"):
     """(H, W) from a full input shape or an (H, W) pair, checked against grad_output."""
-    size = tuple(input_size)
-    if len(size) == grad_output.dim() and size[:-2] == tuple(grad_output.shape[:-2]):
-        return size[-2:]
-    if len(size) == 2:
+    try:
+        size = tuple(input_size)
+    except TypeError:
+        size = None
+    if size is not None and len(size) == grad_output.dim() and size[:-2] == tuple(
+        grad_output.shape[:-2]
+    ):
+        size = size[-2:]
+    elif size is not None and len(size) != 2:
+        raise RuntimeError(
+            f"{name} must be the input's full shape (with the leading dims "
+            f"{list(grad_output.shape[:-2])}) or its (H, W), but got {name}={list(size)}"
+        )
+    if size is not None and len(size) == 2 and type(size[0]) is int and type(size[1]) is int:
         return size
-    raise RuntimeError(
-        f"{name} must be the input's full shape (with the leading dims "
-        f"{list(grad_output.shape[:-2])}) or its (H, W), but got {name}={list(size)}"
-    )
+    if size is None or not all(isinstance(n, (int, torch.SymInt)) for n in size):
+        raise TypeError(f"{name} must be the input's shape or its (H, W) as ints, but got "
+                        f"{name}={input_size!r}")
+    return size

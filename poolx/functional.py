@@ -66,7 +66,7 @@ def max_pool2d_with_argmax(input, kernel_size, stride=None, padding=0, dilation=
     argmax[..., oh, ow] is the position kh * kernel_w + kw of the maximum inside
     its window, as torch.uint8 (torch.int32 for windows of more than 256 taps).
     """
-    params = geo.pool_params(kernel_size, stride, padding, dilation)
+    params = geo.pool_params(kernel_size, stride, padding, dilation, "max_pool2d_with_argmax")
     return pool_argmax(input, *params, ceil_mode)
 
 
@@ -84,7 +84,7 @@ def max_pool2d_backward(
 
     input_size is the input's full shape or just its (H, W).
     """
-    params = geo.pool_params(kernel_size, stride, padding, dilation)
+    params = geo.pool_params(kernel_size, stride, padding, dilation, "max_pool2d_backward")
     in_hw = geo.input_hw(input_size, grad_output)
     return route_to_input(grad_output, argmax, tuple(in_hw), *params, ceil_mode)
 
@@ -93,7 +93,7 @@ def argmax_to_indices(
     argmax, input_size, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False
 ):
     """The int64 flat indices (h * W + w) that torch's max_pool2d returns."""
-    params = geo.pool_params(kernel_size, stride, padding, dilation)
+    params = geo.pool_params(kernel_size, stride, padding, dilation, "argmax_to_indices")
     in_hw = geo.input_hw(input_size, argmax)
     return ops.argmax_to_indices(argmax, in_hw, *params, ceil_mode)
 
@@ -102,7 +102,7 @@ def argmax_to_mask(
     argmax, input_size, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False
 ):
     """Boolean map of the input's shape: True at every window's selected maximum."""
-    params = geo.pool_params(kernel_size, stride, padding, dilation)
+    params = geo.pool_params(kernel_size, stride, padding, dilation, "argmax_to_mask")
     in_hw = geo.input_hw(input_size, argmax)
     return ops.argmax_to_mask(argmax, in_hw, *params, ceil_mode)
 
@@ -172,6 +172,6 @@ def max_unpool2d_argmax(
     or its (H, W). Where windows overlap and select the same tap, the last
     window in row-major order wins, as in max_unpool2d.
     """
-    params = geo.pool_params(kernel_size, stride, padding, dilation)
+    params = geo.pool_params(kernel_size, stride, padding, dilation, "max_unpool2d_argmax")
     out_hw = geo.input_hw(output_size, input, name="output_size")
     return unpool_by_argmax(input, argmax, tuple(out_hw), *params, ceil_mode)

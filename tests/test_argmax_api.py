@@ -110,3 +110,29 @@ def test_indices_of_long_rows_match_torch(pool, channels_last):
     got = poolx.argmax_to_indices(argmax, x.shape, **pool)
     assert torch.equal(got, expected)
     assert got.stride() == expected.stride()
+
+
+def argmax_tools(values, argmax):
+    """Each argmax-taking function, called with (input_size, kernel_size)."""
+    return {
+        "max_pool2d_backward": lambda size, k: poolx.max_pool2d_backward(values, argmax, size, k),
+        "argmax_to_indices": lambda size, k: poolx.argmax_to_indices(argmax, size, k),
+        "argmax_to_mask": lambda size, k: poolx.argmax_to_mask(argmax, size, k),
+        "max_unpool2d_argmax": lambda size, k: poolx.max_unpool2d_argmax(values, argmax, size, k),
+    }
+
+
+@pytest.mark.parametrize("size", [None, 8, "88", (8.0, 8.0), (8, None)], ids=repr)
+def test_an_input_size_that_is_no_shape_raises_a_type_error_naming_it(size):
+    values, argmax = poolx.max_pool2d_with_argmax(torch.randn(1, 2, 8, 8), 2)
+    for name, call in argmax_tools(values, argmax).items():
+        argument = "output_size" if name == "max_unpool2d_argmax" else "input_size"
+        with pytest.raises(TypeError, match=rf"^{argument} must be .* but got {argument}="):
+            call(size, 2)
+
+
+def test_pooling_argument_errors_name_the_function_called():
+    values, argmax = poolx.max_pool2d_with_argmax(torch.randn(1, 2, 8, 8), 2)
+    for name, call in argmax_tools(values, argmax).items():
+        with pytest.raises(RuntimeError, match=rf"^{name}: kernel_size must"):
+            call((8, 8), (2, 2, 2))

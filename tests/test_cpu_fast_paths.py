@@ -78,10 +78,11 @@ def test_channels_last_few_channels(channels, dtype, stores):
 
 # The int64 indices go in runs of whole pixels of about 1024 elements: rows
 # split into several runs (NCHW and few channels), a run of one pixel of more
-# than 1024 channels, windows cut by the padding at both ends of a row.
+# than 1024 channels, windows cut by the padding at both ends of a row;
+# channels_last rows converted a few pixels at a time, the last group short.
 @pytest.mark.parametrize("shape, channels_last", [
     ((1, 2, 3, 2300), False), ((1, 3, 4, 1400), True), ((1, 1030, 3, 5), True),
-    ((2, 200, 3, 20), True)], ids=str)
+    ((2, 200, 3, 20), True), ((2, 64, 4, 14), True), ((1, 100, 6, 22), True)], ids=str)
 @pytest.mark.parametrize("geometry", [GEOMETRIES[0], GEOMETRIES[5], GEOMETRIES[8]], ids=str)
 def test_indices_in_runs(shape, channels_last, geometry):
     check_case(shape, torch.float32, channels_last, geometry, False)

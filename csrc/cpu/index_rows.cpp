@@ -109,13 +109,13 @@ void IndexRows::publish() const {
 #endif
 }
 
-uint8_t IndexRows::convert(int64_t r) const {
+uint8_t IndexRows::convert(int64_t r, int64_t ow_begin, int64_t ow_end) const {
   const uint8_t* a = argmax_ + r * row_len_;
   int64_t* idx = indices_ + r * row_len_;
   const int64_t row_base = r % out_h_ * row_step_ + row_origin_;
   uint8_t most = 0;
-  for (int64_t ow = 0; ow < out_w_; ow += run_pixels_) {
-    const int64_t first = ow * channels_, n = std::min(run_pixels_, out_w_ - ow) * channels_;
+  for (int64_t ow = ow_begin; ow < ow_end; ow += run_pixels_) {
+    const int64_t first = ow * channels_, n = std::min(run_pixels_, ow_end - ow) * channels_;
     const int64_t base = row_base + ow * stride_w_;
 #ifdef POOLX_HAS_TARGET_AVX512
     if (by_permute_) {

@@ -27,7 +27,9 @@ class IndexRows {
   // Converts row r; returns the largest argmax value read (each value is a
   // table lookup, so a value past the taps costs a wrong index, never a
   // wrong access: the caller checks the maximum).
-  uint8_t convert(int64_t r) const;
+  uint8_t convert(int64_t r) const { return convert(r, 0, out_w_); }
+  // The same for pixels [ow_begin, ow_end) of row r.
+  uint8_t convert(int64_t r, int64_t ow_begin, int64_t ow_end) const;
   // Called by each thread after its last row: large outputs go by streaming
   // stores, which are weakly ordered, and the threads' join must publish them.
   void publish() const;

@@ -101,6 +101,10 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
   const IndexRows* const index_rows = kArgmax ? a.index_rows : nullptr;
   // argmax rows read back for the indices stay in the cache
   const bool stream_argmax = stream && index_rows == nullptr;
+  // Indices are written a few pixels behind the values (some 256 elements at
+  // a time), not a whole row later: the index stores then overlap the
+  // input's loads instead of following them in a burst of their own.
+  const int64_t index_group = std::max<int64_t>(1, 256 / C);
   at::parallel_for(0, rows, grain_for(g.out_w * C * g.kernel_h * g.kernel_w), [=](int64_t b,
                                                                                   int64_t e) {
     const auto pool_row = [&](int64_t r) {
@@ -109,7 +113,12 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
       const int64_t h0 = oh * g.stride_h - g.pad_h;
       const TapRange taps_h =
           kTile2x2 ? TapRange{0, 2} : window_taps(h0, g.kernel_h, dilation_h, g.in_h);
+      int64_t indexed = 0;  // pixels of this row whose indices are written
       for (int64_t ow = 0; ow < g.out_w; ++ow) {
+        if (index_rows != nullptr && ow - indexed >= index_group) {
+          index_rows->convert(r, indexed, ow);
+          indexed = ow;
+        }
         const int64_t w0 = ow * g.stride_w - g.pad_w;
         const TapRange taps_w =
             kTile2x2 ? TapRange{0, 2} : window_taps(w0, kernel_w, dilation_w, g.in_w);
@@ -171,11 +180,9 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
           if constexpr (kArgmax) store_argmax_lanes(argmax + o + c0, best.argmax, n, stream_argmax);
         }
       }
+      if (index_rows != nullptr) index_rows->convert(r, indexed, g.out_w);
     };
-    for (int64_t r = b; r < e; ++r) {
-      pool_row(r);
-      if (index_rows != nullptr) index_rows->convert(r);
-    }
+    for (int64_t r = b; r < e; ++r) pool_row(r);
     if (index_rows != nullptr) index_rows->publish();
     if (stream) stream_fence();
   });
