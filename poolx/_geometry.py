@@ -24,10 +24,9 @@ def _int64(v, name, op, value):
 
 def pair(value, name, op="max_pool2d"):
     """An int or a sequence of one or two ints, as a tuple of two ints."""
-    if _plain(value):  # the common cases, cheaply
-        return (value, value)
-    if type(value) is tuple and len(value) == 2 and _plain(value[0]) and _plain(value[1]):
-        return value
+    plain = int_pair(value)  # the common cases, cheaply
+    if plain is not None:
+        return plain
     if _is_int(value):
         return (_int64(value, name, op, value),) * 2
     if isinstance(value, Sequence) and not isinstance(value, str):
@@ -46,6 +45,15 @@ def pair(value, name, op="max_pool2d"):
 
 def _plain(v):
     return type(v) is int and -(2**63) <= v < 2**63
+
+
+def int_pair(value):
+    """value as (int, int) if it is an int64 or a tuple of two, else None."""
+    if _plain(value):
+        return (value, value)
+    if type(value) is tuple and len(value) == 2 and _plain(value[0]) and _plain(value[1]):
+        return value
+    return None
 
 
 def pool_params(kernel_size, stride=None, padding=0, dilation=1, op="max_pool2d"):

@@ -120,22 +120,13 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
                              _unpool_hw(input, kernel_size, stride, padding, output_size))
 
 
-def _int_pair(v):
-    """v as (int, int) if it is an int or a tuple of two ints, else None."""
-    if type(v) is int:
-        return (v, v)
-    if type(v) is tuple and len(v) == 2 and type(v[0]) is int and type(v[1]) is int:
-        return v
-    return None
-
-
 def _unpool_hw(input, kernel_size, stride, padding, output_size):
     """The unpooled (H, W) by torch's rule (F._unpool_output_size): worked out
     directly for plain ints (a small unpool's kernel costs less than torch's
     general rule), else by torch's code, with its errors."""
-    kernel = _int_pair(kernel_size)
-    steps = kernel if stride is None else _int_pair(stride)
-    pads = _int_pair(padding)
+    kernel = geo.int_pair(kernel_size)
+    steps = kernel if stride is None else geo.int_pair(stride)
+    pads = geo.int_pair(padding)
     if kernel is None or steps is None or pads is None or input.dim() < 2:
         return _torch_unpool_hw(input, kernel_size, stride, padding, output_size)
     (kh, kw), (sh, sw), (ph, pw) = kernel, steps, pads
