@@ -123,5 +123,29 @@ inline Vec select_grad(const Vec& grad, const Vec& argmax, int64_t tap) {
   }
 }
 
+// The argmax of kLanes windows, for add_where: as bytes on AVX-512, which
+// compare without widening; as float lanes elsewhere.
+#if defined(CPU_CAPABILITY_AVX512)
+using ArgmaxLanes = __m128i;
+inline ArgmaxLanes load_argmax_lanes(const uint8_t* p, int64_t n) {
+  return n >= kLanes ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+                     : _mm_maskz_loadu_epi8(lane_mask(n), p);
+}
+#else
+using ArgmaxLanes = Vec;
+inline ArgmaxLanes load_argmax_lanes(const uint8_t* p, int64_t n) { return load_argmax(p, n); }
+#endif
+
+// sum + grad in the lanes whose argmax is `tap`; the other lanes keep their
+// sum, as torch adds only the selected tap's gradient.
+inline Vec add_where(const Vec& sum, const ArgmaxLanes& argmax, int64_t tap, const Vec& grad) {
+#if defined(CPU_CAPABILITY_AVX512)
+  const __mmask16 picked = _mm_cmpeq_epi8_mask(argmax, _mm_set1_epi8(static_cast<char>(tap)));
+  return _mm512_mask_add_ps(sum, picked, sum, grad);
+#else
+  return Vec::blendv(sum, sum + grad, argmax == Vec(static_cast<float>(tap)));
+#endif
+}
+
 }  // namespace POOLX_ISA_NAMESPACE
 }  // namespace poolx

@@ -231,8 +231,8 @@ void backward_channels_last(const FastBackwardArgs& a) {
               if (n <= 0) break;
               // the sum starts at +0, so +0 + -0 gives +0 as torch's does, and
               // the first add is exact
-              sum[j] = sum[j] + select_grad</*kCopy=*/true>(load_float(go + o, n),
-                                                            load_argmax(a.argmax + o, n), tap[k]);
+              sum[j] = add_where(sum[j], load_argmax_lanes(a.argmax + o, n), tap[k],
+                                 load_float(go + o, n));
               if (k > 0) sum[j] = round_to<T>(sum[j]);
             }
           }
