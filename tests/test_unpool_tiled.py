@@ -1,8 +1,9 @@
 """Unpool where the windows tile the output (kernel == stride): the one-pass
-gather of channels_last (csrc/cpu/isa/unpool_tiled.h) and the routing of rows
-of pixels (NCHW, channels_last with 2 channels; csrc/cpu/isa/tiled_rows.h),
-by argmax and by indices, against torch, on inputs that take them and inputs
-that must leave them (an index outside its window or outside the plane)."""
+gather of channels_last (csrc/cpu/isa/unpool_tiled.h), the routing along C
+(channels_last, csrc/cpu/isa/backward_kernels.h) and the routing of rows of
+pixels (NCHW, channels_last with 2 channels; csrc/cpu/isa/tiled_rows.h), by
+argmax and by indices, against torch, on inputs that take them and inputs that
+must leave them (an index outside its window or outside the plane)."""
 
 import re
 
@@ -30,8 +31,9 @@ GEOMETRIES = {
     "3x3": ((3, 3), (9, 12), None),
     "2x3, output larger than the windows": ((2, 3), (6, 9), (7, 10)),
 }
-# channels_last: 2 channels take the rows, 8 the scatter, 16 the fewest that take the
-# gather; 21 leaves a partial vector; 300 crosses a block of 256 channels.
+# channels_last: 2 channels take the rows; by indices, 8 and 16 (whole vectors of 8
+# indices) route along C on AVX-512, and 21 (a partial vector) and 300 (crossing a
+# block of 256 channels) take the gather.
 CHANNELS = [2, 8, 16, 21, 300]
 
 
@@ -125,17 +127,18 @@ def test_16bit_nan_payloads_and_negative_zero_are_copied(dtype):
         assert_same_bits(poolx.max_unpool2d_argmax(values, argmax, x.shape, *pool), expected)
 
 
-@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+@pytest.mark.parametrize("channels_last,channels", [(False, 2), (True, 2), (True, 16)],
+                         ids=["nchw", "channels_last", "channels_last-16"])
 @pytest.mark.parametrize("row", [0, 1, 137, 199])
-def test_an_index_outside_its_window_in_a_large_plane(row, channels_last):
+def test_an_index_outside_its_window_in_a_large_plane(row, channels_last, channels):
     """The rows are split between threads, some starting in the second row of a
     window; one index in the row below (above) or beside its window, in any
     row of windows, still gives torch's result."""
-    x, pool, indices = pooled((2, 2), (400, 402), 2, channels_last)
+    x, pool, indices = pooled((2, 2), (400, 402), channels, channels_last)
     values = values_like(indices, torch.float32)
     for shift in (402 if row < 199 else -402, 1, -1):  # the element below (above), beside, before
         moved = indices.clone()
-        moved[1, 1, row, 100] += shift
+        moved[1, channels - 1, row, 100] += shift
         expected = unpool_expected(values, moved, (2, 2), (400, 402))
         assert_same_bits(poolx.max_unpool2d(values, moved, 2, output_size=(400, 402)), expected)
 

@@ -174,11 +174,14 @@ bool fast_unpool_indices(const at::Tensor& values, const at::Tensor& indices,
   const Layout4d pooled = layout_of(values);
   const int64_t kernel_h = out.size(2) / pooled.h, kernel_w = out.size(3) / pooled.w;
   if (kernel_h <= 0 || kernel_w <= 0) return false;
-  // Rows of pixels (NCHW, channels_last with 1 or 2 channels) route like
-  // unpool by argmax, each index's tap found as its row is first routed (a
-  // uint8, 255 for none).
+  // Route like unpool by argmax, each index's tap found as its row is first
+  // routed (a uint8, 255 for none): channels_last pixels of whole vectors of
+  // channels at any size, rows of pixels (NCHW, channels_last with 1 or 2
+  // channels) where the output is large.
+  const Layout4d out_l = layout_of(out);
   if (kernel_h * kernel_w < 255 &&
-      static_cast<int64_t>(out.nbytes()) >= kUnpoolRowsStreamMultiple * stream_min_bytes()) {
+      ((out_l.channels_last && out_l.c % 8 == 0) ||
+       static_cast<int64_t>(out.nbytes()) >= kUnpoolRowsStreamMultiple * stream_min_bytes())) {
     const Pool2dGeometry g{out.size(2), out.size(3), pooled.h, pooled.w, kernel_h, kernel_w,
                            kernel_h,    kernel_w,    0,        0,        1,        1};
     std::atomic<bool> outside{false};

@@ -12,6 +12,7 @@
 #include "../argmax_check.h"
 #include "forward_kernels.h"
 #include "route_16bit.h"
+#include "row_taps.h"
 #include "stream_stores.h"
 
 namespace poolx {
@@ -112,7 +113,6 @@ void backward_channels_last_tiled(const FastBackwardArgs& a, bool stream) {
   const int64_t C = a.in_l.c, rows = a.in_l.n * g.in_h;
   const int64_t kernel_w = kKernelW ? kKernelW : g.kernel_w;
   const T* const go = static_cast<const T*>(a.grad_output);
-  const uint8_t* const argmax = a.argmax;
   T* const gi = static_cast<T*>(a.grad_input);
   constexpr bool k16BitLanes = kRoutesIn16BitLanes<T>;
   // streaming stores are whole aligned vectors already
@@ -120,27 +120,34 @@ void backward_channels_last_tiled(const FastBackwardArgs& a, bool stream) {
       stream ? 0
              : spilling_windows(C, g.in_w, g.out_w, kernel_w,
                                 k16BitLanes ? spill_lanes_16bit(C) : kLanes);
-  at::parallel_for(0, rows, grain_for(g.in_w * C), [=](int64_t b, int64_t e) {
+  at::parallel_for(0, rows, grain_for(g.in_w * C), [=, &a](int64_t b, int64_t e) {
     SeenArgmax seen;
+    RowTaps<0> taps(a);
     for (int64_t r = b; r < e; ++r) {
       const int64_t n_img = r / g.in_h, ih = r % g.in_h;
       const int64_t oh = ih / g.kernel_h, kh = ih % g.kernel_h;
       T* gi_row = gi + r * g.in_w * C;
       const int64_t covered = oh < g.out_h ? g.out_w * kernel_w : 0;
+      const int64_t o_row = (n_img * g.out_h + oh) * g.out_w * C;
+      const uint8_t* argmax = oh < g.out_h ? taps.row(o_row, oh) : nullptr;
+      if (oh < g.out_h && argmax == nullptr) {
+        a.argmax_invalid->store(true, std::memory_order_relaxed);
+        break;
+      }
       // windows [begin, end) of this row; spilling is a template argument
       // (chosen per window at run time it measured no faster than none), and
       // spilling windows never stream, which their few-channel stores feel
       const auto route = [&](int64_t begin, int64_t end, auto spill) {
         const bool stream_here = !spill.value && stream;
         for (int64_t ow = begin; ow < end; ++ow) {
-          const int64_t o = ((n_img * g.out_h + oh) * g.out_w + ow) * C;
+          const int64_t o = ow * C;
           T* window = gi_row + ow * kernel_w * C;
           if constexpr (k16BitLanes) {
-            route_channels_16bit<T, kCopy, spill.value>(go + o, argmax + o, window, C, kh,
-                                                        kernel_w, seen, stream_here);
+            route_channels_16bit<T, kCopy, spill.value>(go + o_row + o, argmax + o, window, C,
+                                                        kh, kernel_w, seen, stream_here);
           } else {
-            route_channels<T, kCopy, spill.value>(go + o, argmax + o, window, C, kh, kernel_w,
-                                                  seen, stream_here);
+            route_channels<T, kCopy, spill.value>(go + o_row + o, argmax + o, window, C, kh,
+                                                  kernel_w, seen, stream_here);
           }
         }
       };

@@ -88,12 +88,19 @@ inline bool backward(const FastBackwardArgs& a) {
 // tiled backward's routing with the value copied is the whole unpool, for
 // types whose lanes carry the value's bits unchanged: float32, and 16-bit
 // types in 16-bit lanes (AVX-512). Other cases take unpool_tiled.h. By
-// indices: the rows only.
+// indices, each routed row's taps come from its indices (row_taps.h).
 inline bool unpool_argmax(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   if (!tiles_input(g)) return false;
   const int row_c = tiled_row_channels(g, a.in_l);
+  // By indices along C, the taps come from whole vectors of 8 indices of one
+  // pixel (row_taps.h), on AVX-512; one at a time the gather of
+  // unpool_tiled.h measured faster.
+#if defined(CPU_CAPABILITY_AVX512)
+  if (a.indices != nullptr && row_c == 0 && a.in_l.c % 8 != 0) return false;
+#else
   if (a.indices != nullptr && row_c == 0) return false;
+#endif
   const int64_t planes = tiled_row_planes(a.in_l);
   const auto rows = [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
