@@ -21,16 +21,20 @@ inline Vec load_argmax(const uint8_t* p, int64_t n) {
                                     : _mm_maskz_loadu_epi8(lane_mask(n), p);
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));
 #else
-  // lanes past n read 0, a tap of every window: at::vec's partial 8-bit
-  // loads fill them with 1 on AVX2, which a 1x1 window does not have
+  // A whole vector loads directly; a partial one from a copy whose lanes
+  // past n read 0, a tap of every window (at::vec's partial 8-bit loads fill
+  // them with 1 on AVX2, which a 1x1 window does not have).
   uint8_t bytes[kLanes] = {};
-  std::memcpy(bytes, p, std::min(n, kLanes));
+  if (n < kLanes) {
+    std::memcpy(bytes, p, n);
+    p = bytes;
+  }
 #if defined(CPU_CAPABILITY_AVX2)
   return _mm256_cvtepi32_ps(
-      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes))));
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 #else
   float lanes[kLanes];
-  std::copy(bytes, bytes + kLanes, lanes);
+  std::copy(p, p + kLanes, lanes);
   return Vec::loadu(lanes);
 #endif
 #endif
@@ -56,7 +60,15 @@ inline void store_argmax(uint8_t* p, const Vec& argmax, int64_t n) {
 #if defined(CPU_CAPABILITY_AVX512)
   store_argmax_bytes(p, argmax_bytes(argmax), n);
 #else
-  at::vec::convert<uint8_t>(argmax).store(p, std::min(n, kLanes));
+  // at::vec's partial store would copy a run-time length (a call to memcpy)
+  using Bytes = at::vec::Vectorized<uint8_t>;
+  __at_align__ uint8_t bytes[Bytes::size()];
+  at::vec::convert<uint8_t>(argmax).store(bytes);
+  if (n >= kLanes) {
+    std::memcpy(p, bytes, kLanes);
+  } else {
+    std::memcpy(p, bytes, n);
+  }
 #endif
 }
 
