@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "../fast_paths.h"
@@ -71,18 +72,67 @@ class RowTaps {
     } else
 #endif
     {
-      for (int64_t e = 0, start = first; e < n; start += kernel_w_) {
-        for (const int64_t end = e + channels_; e < end; ++e) {
-          const int64_t d = idx[e] - start;
-          bool hit = false;
-          for (int64_t kh = 0; kh < kernel_h_; ++kh) {
-            const int64_t kw = d - kh * in_w_;
-            if (kw >= 0 && kw < kernel_w_) {
-              taps[e] = static_cast<uint8_t>(kh * kernel_w_ + kw);
-              hit = true;
-            }
-          }
-          inside &= hit;
+      // without branches: whether an index lies in one row of its window or
+      // another is data, which a branch would mispredict
+      const auto convert1 = [&](int64_t e, int64_t start) {
+        const int64_t d = idx[e] - start;
+        uint8_t tap = 0;
+        bool hit = false;
+        for (int64_t kh = 0; kh < kernel_h_; ++kh) {
+          const int64_t kw = d - kh * in_w_;
+          const bool here = static_cast<uint64_t>(kw) < static_cast<uint64_t>(kernel_w_);
+          tap = here ? static_cast<uint8_t>(kh * kernel_w_ + kw) : tap;
+          hit |= here;
+        }
+        taps[e] = tap;
+        return hit;
+      };
+      int64_t e = 0;
+#if defined(CPU_CAPABILITY_AVX2)
+      // 4 at a time where whole vectors share a pattern of window starts
+      const auto convert4 = [&](int64_t at, __m256i start) {
+        const __m256i d = _mm256_sub_epi64(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx + at)), start);
+        const __m256i width = _mm256_set1_epi64x(kernel_w_), none = _mm256_set1_epi64x(-1);
+        __m256i tap = _mm256_setzero_si256(), hit = _mm256_setzero_si256();
+        for (int64_t kh = 0; kh < kernel_h_; ++kh) {
+          const __m256i kw = _mm256_sub_epi64(d, _mm256_set1_epi64x(kh * in_w_));
+          const __m256i here =
+              _mm256_and_si256(_mm256_cmpgt_epi64(kw, none), _mm256_cmpgt_epi64(width, kw));
+          tap = _mm256_blendv_epi8(
+              tap, _mm256_add_epi64(kw, _mm256_set1_epi64x(kh * kernel_w_)), here);
+          hit = _mm256_or_si256(hit, here);
+        }
+        // the low byte of each lane, 2 per 128-bit half
+        const __m256i low = _mm256_shuffle_epi8(
+            tap, _mm256_setr_epi8(0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                  0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+        const uint16_t pairs[2] = {
+            static_cast<uint16_t>(_mm_cvtsi128_si32(_mm256_castsi256_si128(low))),
+            static_cast<uint16_t>(_mm_cvtsi128_si32(_mm256_extracti128_si256(low, 1)))};
+        std::memcpy(taps + at, pairs, 4);
+        inside &= _mm256_movemask_epi8(hit) == -1;
+      };
+      if (kC == 0 && channels_ % 4 == 0) {
+        for (int64_t start = first; e < n; start += kernel_w_) {
+          const __m256i start4 = _mm256_set1_epi64x(start);
+          for (const int64_t end = e + channels_; e < end; e += 4) convert4(e, start4);
+        }
+      } else if (kC != 0) {
+        const int64_t w = kernel_w_;
+        const __m256i pixel = kC == 1 ? _mm256_setr_epi64x(0, w, 2 * w, 3 * w)
+                                      : _mm256_setr_epi64x(0, 0, w, w);
+        for (; e + 4 <= n; e += 4) {
+          convert4(e, _mm256_add_epi64(pixel, _mm256_set1_epi64x(first + kernel_w_ * e / kC)));
+        }
+      }
+#endif
+      // the rest
+      if constexpr (kC != 0) {
+        for (; e < n; ++e) inside &= convert1(e, first + kernel_w_ * (e / kC));
+      } else {
+        for (int64_t start = first + kernel_w_ * (e / channels_); e < n; start += kernel_w_) {
+          for (const int64_t end = e + channels_; e < end; ++e) inside &= convert1(e, start);
         }
       }
     }
