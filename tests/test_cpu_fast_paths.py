@@ -3,8 +3,10 @@
 Shapes are chosen to end vectors early (widths and channel counts that are no
 multiple of 8 or 16 lanes, odd sizes, a single plane); the data plants ties,
 NaN (several per window), -inf and all -inf windows across lanes, and the
-upstream gradient holds -0.0. The whole module also runs once per narrower
-instruction set that torch allows here (ATEN_CPU_CAPABILITY), in a subprocess.
+upstream gradient holds -0.0. The whole module, and the tiled unpool's tests
+(whose taps by indices are found per instruction set), also run once per
+narrower instruction set that torch allows here (ATEN_CPU_CAPABILITY), in a
+subprocess.
 """
 
 import os
@@ -146,7 +148,8 @@ NARROWER_ISAS = {"AVX512": ["avx2", "default"], "AVX2": ["default"]}.get(
     reason="no narrower instruction set than torch's here"))])
 def test_narrower_instruction_sets(isa):
     env = dict(os.environ, ATEN_CPU_CAPABILITY=isa)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
+    unpool_tiled = os.path.join(os.path.dirname(__file__), "test_unpool_tiled.py")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, unpool_tiled,
            "-k", "not narrower and not float16"]  # float16 shares bfloat16's widening code
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
