@@ -51,6 +51,11 @@ bool cpu_has_avx512() {
   return avx512;
 }
 
+bool cpu_has_avx2() {
+  static const bool avx2 = cpu_has_avx512() || std::strcmp(widest_fast_paths().isa, "avx2") == 0;
+  return avx2;
+}
+
 namespace {
 
 // Below 8 MiB an output may well be read again from the caches by the next

@@ -80,12 +80,16 @@ bool set_fast_paths_enabled(bool enabled);
 // Whether the widest fast paths are the AVX-512 set: code outside csrc/cpu/isa that
 // has an AVX-512 variant (compiled with POOLX_TARGET_AVX512) takes it only then.
 bool cpu_has_avx512();
+// The same for AVX2 (POOLX_TARGET_AVX2): the AVX2 set or a wider one.
+bool cpu_has_avx2();
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define POOLX_HAS_TARGET_AVX512 1
 #define POOLX_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define POOLX_TARGET_AVX2 __attribute__((target("avx2")))
 #else
 #define POOLX_TARGET_AVX512
+#define POOLX_TARGET_AVX2
 #endif
 
 // Outputs of at least this many bytes are written with streaming stores

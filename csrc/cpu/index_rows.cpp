@@ -65,6 +65,45 @@ POOLX_TARGET_AVX512 uint8_t index_run_avx512(
   most = _mm_max_epu8(most, _mm_srli_si128(most, 1));
   return static_cast<uint8_t>(_mm_cvtsi128_si32(most));
 }
+
+// The same on AVX2 for windows of up to 8 taps: 8 argmax bytes at a time,
+// their offsets by one permute of an 8-entry table (wrapping taps past 7),
+// the last ones (fewer than 8) by the lookup.
+POOLX_TARGET_AVX2 uint8_t index_run_avx2(const uint8_t* a, int64_t* idx, int64_t n,
+                                         int64_t base, const int64_t* pos,
+                                         const int32_t* table8, const int64_t* tap_offset,
+                                         bool stream) {
+  const __m256i table = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table8));
+  const __m256i base4 = _mm256_set1_epi64x(base);
+  __m128i most = _mm_setzero_si128();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + i));
+    most = _mm_max_epu8(most, bytes);
+    const __m256i offset = _mm256_permutevar8x32_epi32(table, _mm256_cvtepu8_epi32(bytes));
+    const __m256i at_lo = _mm256_add_epi64(
+        base4, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pos + i)));
+    const __m256i at_hi = _mm256_add_epi64(
+        base4, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pos + i + 4)));
+    const __m256i idx_lo =
+        _mm256_add_epi64(at_lo, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(offset)));
+    const __m256i idx_hi =
+        _mm256_add_epi64(at_hi, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(offset, 1)));
+    __m256i* out = reinterpret_cast<__m256i*>(idx + i);
+    if (stream && reinterpret_cast<uintptr_t>(out) % 64 == 0) {  // one whole line
+      _mm256_stream_si256(out, idx_lo);
+      _mm256_stream_si256(out + 1, idx_hi);
+    } else {
+      _mm256_storeu_si256(out, idx_lo);
+      _mm256_storeu_si256(out + 1, idx_hi);
+    }
+  }
+  most = _mm_max_epu8(most, _mm_srli_si128(most, 4));
+  most = _mm_max_epu8(most, _mm_srli_si128(most, 2));
+  most = _mm_max_epu8(most, _mm_srli_si128(most, 1));
+  const uint8_t rest = index_run(a + i, idx + i, n - i, base, pos + i, tap_offset);
+  return std::max(static_cast<uint8_t>(_mm_cvtsi128_si32(most)), rest);
+}
 #endif
 
 }  // namespace
@@ -96,9 +135,10 @@ IndexRows::IndexRows(const uint8_t* argmax, int64_t* indices, const Layout4d& l,
   // windows of up to 16 taps with int32 offsets, on AVX-512 (which
   // ATEN_CPU_CAPABILITY steers, as for the fast paths)
   const int64_t num_taps = g.kernel_h * g.kernel_w;
-  by_permute_ = cpu_has_avx512() && num_taps <= 16;
-  for (int64_t t = 0; t < num_taps && by_permute_; ++t) {
-    by_permute_ = tap_offset_[t] <= std::numeric_limits<int32_t>::max();
+  permute_lanes_ = cpu_has_avx512() ? 16 : cpu_has_avx2() ? 8 : 0;
+  if (num_taps > permute_lanes_) permute_lanes_ = 0;
+  for (int64_t t = 0; t < num_taps && permute_lanes_ > 0; ++t) {
+    if (tap_offset_[t] > std::numeric_limits<int32_t>::max()) permute_lanes_ = 0;
     table16_[t] = static_cast<int32_t>(tap_offset_[t]);
   }
 }
@@ -118,9 +158,14 @@ uint8_t IndexRows::convert(int64_t r, int64_t ow_begin, int64_t ow_end) const {
     const int64_t first = ow * channels_, n = std::min(run_pixels_, ow_end - ow) * channels_;
     const int64_t base = row_base + ow * stride_w_;
 #ifdef POOLX_HAS_TARGET_AVX512
-    if (by_permute_) {
+    if (permute_lanes_ == 16) {
       most = std::max(most, index_run_avx512(a + first, idx + first, n, base, pos_.data(),
                                              table16_, stream_));
+      continue;
+    }
+    if (permute_lanes_ == 8) {
+      most = std::max(most, index_run_avx2(a + first, idx + first, n, base, pos_.data(),
+                                           table16_, tap_offset_, stream_));
       continue;
     }
 #endif

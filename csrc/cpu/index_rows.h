@@ -43,8 +43,8 @@ class IndexRows {
   int64_t run_pixels_;
   std::vector<int64_t> pos_;  // element e's window start in a run of pixels
   int64_t tap_offset_[256];
-  int32_t table16_[16] = {};  // the first 16 offsets, where the AVX-512 permute serves
-  bool by_permute_;
+  int32_t table16_[16] = {};  // the first offsets, where a permute serves
+  int64_t permute_lanes_;     // its table: 16 (AVX-512), 8 (AVX2), or 0 for none
   bool stream_;  // streaming stores, for outputs past stream_min_bytes()
 };
 
