@@ -103,7 +103,7 @@ def test_an_index_outside_its_window_gives_torchs_result(where, channels_last, c
 
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
-@pytest.mark.parametrize("bad", [-1, 80, 2**40])
+@pytest.mark.parametrize("bad", [-1, 80, 2**40, -(2**63), 2**63 - 1])
 def test_an_index_outside_the_plane_raises(bad, channels_last):
     _, _, indices = pooled((2, 2), (8, 10), 16, channels_last)
     indices[1, 9, 3, 2] = bad

@@ -73,14 +73,15 @@ class RowTaps {
 #endif
     {
       // without branches: whether an index lies in one row of its window or
-      // another is data, which a branch would mispredict
+      // another is data, which a branch would mispredict. Unsigned, so that
+      // any index wraps as the vector lanes do, with no signed overflow.
       const auto convert1 = [&](int64_t e, int64_t start) {
-        const int64_t d = idx[e] - start;
+        const uint64_t d = static_cast<uint64_t>(idx[e]) - static_cast<uint64_t>(start);
         uint8_t tap = 0;
         bool hit = false;
         for (int64_t kh = 0; kh < kernel_h_; ++kh) {
-          const int64_t kw = d - kh * in_w_;
-          const bool here = static_cast<uint64_t>(kw) < static_cast<uint64_t>(kernel_w_);
+          const uint64_t kw = d - static_cast<uint64_t>(kh * in_w_);
+          const bool here = kw < static_cast<uint64_t>(kernel_w_);
           tap = here ? static_cast<uint8_t>(kh * kernel_w_ + kw) : tap;
           hit |= here;
         }
