@@ -5,7 +5,6 @@ pixels (NCHW, channels_last with 2 channels; csrc/cpu/isa/tiled_rows.h), by
 argmax and by indices, against torch, on inputs that take them and inputs that
 must leave them (an index outside its window or outside the plane)."""
 
-import re
 
 import pytest
 import torch
