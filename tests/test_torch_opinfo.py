@@ -10,6 +10,7 @@ from torch.testing._internal.common_modules import module_db
 
 import poolx
 
+from reference import sums_like_cuda
 
 OPINFOS = {
     (op.name, op.variant_test_name): op
@@ -26,17 +27,25 @@ def exact(actual, expected, what):
     torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True, msg=what)
 
 
-def outputs_and_grads(fn, sample):
+def outputs_and_grads(fn, sample, upstream_dtype=None):
     """fn's outputs on sample, and the input's gradient from a fixed upstream
-    gradient when the input requires one."""
+    gradient (rounded to upstream_dtype) when the input requires one."""
     out = fn(sample.input, *sample.args, **sample.kwargs)
     outs = out if isinstance(out, tuple) else (out,)
     if not sample.input.requires_grad:
         return outs, None
     gen = torch.Generator().manual_seed(0)
-    upstream = torch.randn(outs[0].shape, generator=gen).to(outs[0].dtype)
-    (grad,) = torch.autograd.grad(outs[0], sample.input, upstream)
+    upstream = torch.randn(outs[0].shape, generator=gen).to(upstream_dtype or outs[0].dtype)
+    (grad,) = torch.autograd.grad(outs[0], sample.input, upstream.to(outs[0].dtype))
     return outs, grad
+
+
+def torch_grad_summed_in_float32(torch_fn, sample):
+    """torch's gradient of a float16/bfloat16 sample as its CUDA kernel sums it:
+    in float32 from the same upstream gradient, rounded once."""
+    x = sample.input.detach().float().requires_grad_()
+    wide = sample.transform(lambda t: x if t is sample.input else t)
+    return outputs_and_grads(torch_fn, wide, sample.input.dtype)[1].to(sample.input.dtype)
 
 
 def fresh(sample):
@@ -61,6 +70,8 @@ def test_opinfo_samples_match_torch(key):
                 exact(g, e, what)
                 assert g.stride() == e.stride() or g.numel() <= 1, f"strides of {what}"
             if expected_grad is not None:
+                if sums_like_cuda(sample.input) and dtype in (torch.float16, torch.bfloat16):
+                    expected_grad = torch_grad_summed_in_float32(torch_fn, sample)
                 exact(got_grad, expected_grad, f"input gradient of {what}")
             checked += 1
     assert checked > 100
