@@ -15,28 +15,40 @@ namespace POOLX_ISA_NAMESPACE {
 // Argmax lanes are kept as small exact floats so they share the value masks.
 // (at::vec's uint8 vectors are 64 lanes wide and load a partial vector
 // through a buffer, so AVX-512 goes through 16-byte lanes directly.)
-inline Vec load_argmax(const uint8_t* p, int64_t n) {
+C10_ALWAYS_INLINE Vec load_argmax(const uint8_t* p, int64_t n) {
 #if defined(CPU_CAPABILITY_AVX512)
   const __m128i bytes = n >= kLanes ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
                                     : _mm_maskz_loadu_epi8(lane_mask(n), p);
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));
+#elif defined(CPU_CAPABILITY_AVX2)
+  // Lanes past n read 0, a tap of every window. A partial vector is put
+  // together in a register: read back from a buffer that memcpy filled byte
+  // by byte, it would wait for the stores to retire.
+  uint64_t bytes = 0;
+  if (n >= kLanes) {
+    std::memcpy(&bytes, p, sizeof(bytes));
+  } else {
+    int64_t at = 0;
+    for (const int64_t width : {4, 2, 1}) {
+      if ((n & width) == 0) continue;
+      uint32_t part = 0;
+      std::memcpy(&part, p + at, width);
+      bytes |= uint64_t{part} << (8 * at);
+      at += width;
+    }
+  }
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(bytes))));
 #else
-  // A whole vector loads directly; a partial one from a copy whose lanes
-  // past n read 0, a tap of every window (at::vec's partial 8-bit loads fill
-  // them with 1 on AVX2, which a 1x1 window does not have).
+  // a partial vector from a copy whose lanes past n read 0, a tap of every
+  // window (at::vec's partial 8-bit loads fill them with 1)
   uint8_t bytes[kLanes] = {};
   if (n < kLanes) {
     std::memcpy(bytes, p, n);
     p = bytes;
   }
-#if defined(CPU_CAPABILITY_AVX2)
-  return _mm256_cvtepi32_ps(
-      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-#else
   float lanes[kLanes];
   std::copy(p, p + kLanes, lanes);
   return Vec::loadu(lanes);
-#endif
 #endif
 }
 

@@ -59,8 +59,7 @@ inline void stream_vector(T* p, const Vec& v) {
   if constexpr (std::is_same_v<T, float>) {
     _mm256_stream_ps(p, v);
   } else {
-    const __m256i narrow = at::vec::convert<T>(v);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(narrow));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p), narrow_16bit<T, true>(v));
   }
 #else
   store_float(p, v, kLanes);
@@ -180,7 +179,7 @@ class StreamAppender {
 
   explicit StreamAppender(Elem* start) : next_(start), pending_(Lanes::zero()) {}
 
-  void append(const V& v, int64_t n) {
+  C10_ALWAYS_INLINE void append(const V& v, int64_t n) {
     if (fill_ == 0 && n == kCount) {  // rows of whole vectors take only this
       Lanes::stream(next_, v);
       next_ += kCount;

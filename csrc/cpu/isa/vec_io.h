@@ -47,18 +47,43 @@ inline Vec widen_16bit(__m128i h) {
 }
 #endif
 
+#if defined(CPU_CAPABILITY_AVX2)
+// The first n (< kLanes) 32-bit lanes set, for AVX2's masked loads.
+inline __m256i lane_mask_epi32(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// The first n (< kLanes) 16-bit elements, zeros above: whole pairs by a
+// masked 32-bit load (it touches no masked-off byte), an odd last element
+// blended in. at::vec's partial loads copy through a buffer of run-time size.
+inline __m128i load_16bit_partial(const void* p, int64_t n) {
+  const __m128i pairs = _mm_maskload_epi32(static_cast<const int*>(p),
+                                           _mm256_castsi256_si128(lane_mask_epi32(n / 2)));
+  if (n % 2 == 0) return pairs;
+  const __m128i last = _mm_set1_epi16(static_cast<const int16_t*>(p)[n - 1]);
+  const __m128i at_last = _mm_cmpeq_epi16(_mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7),
+                                          _mm_set1_epi16(static_cast<int16_t>(n - 1)));
+  return _mm_blendv_epi8(pairs, last, at_last);
+}
+#endif
+
 template <typename T>
-inline Vec load_float(const T* p, int64_t n) {
+C10_ALWAYS_INLINE Vec load_float(const T* p, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
+#if defined(CPU_CAPABILITY_AVX2)
+    return n >= kLanes ? Vec::loadu(p) : Vec(_mm256_maskload_ps(p, lane_mask_epi32(n)));
+#else
     return n >= kLanes ? Vec::loadu(p) : Vec::loadu(p, n);
+#endif
   } else {
 #if defined(CPU_CAPABILITY_AVX512)
     return widen_16bit<T>(n >= kLanes ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
                                       : _mm256_maskz_loadu_epi16(lane_mask(n), p));
+#elif defined(CPU_CAPABILITY_AVX2)
+    return widen_16bit<T>(n >= kLanes ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+                                      : load_16bit_partial(p, n));
 #else
-#if defined(CPU_CAPABILITY_AVX2)
-    if (n >= kLanes) return widen_16bit<T>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-#endif
     return at::vec::convert<float>(at::vec::Vectorized<T>::loadu(p, std::min(n, kLanes)));
 #endif
   }
@@ -97,6 +122,19 @@ inline __m256i narrow_16bit(const Vec& v) {
     return _mm512_castsi512_si256(at::vec::convert<T>(v));
   }
 }
+#elif defined(CPU_CAPABILITY_AVX2)
+// As for AVX-512; the upper halves are packed (exact: each is below 2^16)
+// and the two 64-bit halves that hold them brought together.
+template <typename T, bool kExact>
+inline __m128i narrow_16bit(const Vec& v) {
+  if constexpr (kExact && std::is_same_v<T, c10::BFloat16>) {
+    const __m256i upper = _mm256_srli_epi32(_mm256_castps_si256(v), 16);
+    return _mm256_castsi256_si128(
+        _mm256_permute4x64_epi64(_mm256_packus_epi32(upper, upper), 0b1000));
+  } else {
+    return _mm256_castsi256_si128(at::vec::convert<T>(v));
+  }
+}
 #endif
 
 template <typename T, bool kExact = false>
@@ -111,15 +149,17 @@ inline void store_float(T* p, const Vec& v, int64_t n) {
     } else {
       _mm256_mask_storeu_epi16(p, lane_mask(n), lanes);
     }
-#else
-    const auto narrow = at::vec::convert<T>(v);
-#if defined(CPU_CAPABILITY_AVX2)
+#elif defined(CPU_CAPABILITY_AVX2)
+    const __m128i lanes = narrow_16bit<T, kExact>(v);
     if (n >= kLanes) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(narrow));
-      return;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), lanes);
+    } else {
+      __at_align__ T narrow[kLanes];
+      _mm_store_si128(reinterpret_cast<__m128i*>(narrow), lanes);
+      std::copy(narrow, narrow + std::min(n, kLanes), p);
     }
-#endif
-    narrow.store(p, std::min(n, kLanes));
+#else
+    at::vec::convert<T>(v).store(p, std::min(n, kLanes));
 #endif
   }
 }
