@@ -71,6 +71,22 @@ inline void store_argmax_bytes(uint8_t* p, __m128i bytes, int64_t n) {
 inline void store_argmax(uint8_t* p, const Vec& argmax, int64_t n) {
 #if defined(CPU_CAPABILITY_AVX512)
   store_argmax_bytes(p, argmax_bytes(argmax), n);
+#elif defined(CPU_CAPABILITY_AVX2)
+  // the 8 bytes in a register, stored whole or by 4, 2 and 1 (load_argmax's twin)
+  const __m256i ints = _mm256_cvttps_epi32(argmax);
+  const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(ints),
+                                         _mm256_extracti128_si256(ints, 1));
+  uint64_t bytes = static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_packus_epi16(words, words)));
+  if (n >= kLanes) {
+    std::memcpy(p, &bytes, sizeof(bytes));
+    return;
+  }
+  for (const int64_t width : {4, 2, 1}) {
+    if ((n & width) == 0) continue;
+    std::memcpy(p, &bytes, width);
+    p += width;
+    bytes >>= 8 * width;
+  }
 #else
   // at::vec's partial store would copy a run-time length (a call to memcpy)
   using Bytes = at::vec::Vectorized<uint8_t>;

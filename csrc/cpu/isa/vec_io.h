@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -65,6 +66,43 @@ inline __m128i load_16bit_partial(const void* p, int64_t n) {
   const __m128i at_last = _mm_cmpeq_epi16(_mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7),
                                           _mm_set1_epi16(static_cast<int16_t>(n - 1)));
   return _mm_blendv_epi8(pairs, last, at_last);
+}
+
+// The first n (< kLanes) lanes of v at p, by 4, 2 and 1: a partial store
+// through at::vec copies a run-time length (a call to memcpy).
+inline void store_first_floats(float* p, __m256 v, int64_t n) {
+  __m128 part = _mm256_castps256_ps128(v);
+  if (n & 4) {
+    _mm_storeu_ps(p, part);
+    part = _mm256_extractf128_ps(v, 1);
+    p += 4;
+  }
+  if (n & 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(p), part);
+    part = _mm_movehl_ps(part, part);
+    p += 2;
+  }
+  if (n & 1) _mm_store_ss(p, part);
+}
+
+// As store_first_floats, for n (< kLanes) 16-bit lanes.
+inline void store_first_16bit(void* p, __m128i v, int64_t n) {
+  auto* bytes = static_cast<char*>(p);
+  if (n & 4) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(bytes), v);
+    v = _mm_srli_si128(v, 8);
+    bytes += 8;
+  }
+  if (n & 2) {
+    const int32_t pair = _mm_cvtsi128_si32(v);
+    std::memcpy(bytes, &pair, sizeof(pair));
+    v = _mm_srli_si128(v, 4);
+    bytes += 4;
+  }
+  if (n & 1) {
+    const auto last = static_cast<int16_t>(_mm_cvtsi128_si32(v));
+    std::memcpy(bytes, &last, sizeof(last));
+  }
 }
 #endif
 
@@ -140,7 +178,11 @@ inline __m128i narrow_16bit(const Vec& v) {
 template <typename T, bool kExact = false>
 inline void store_float(T* p, const Vec& v, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
+#if defined(CPU_CAPABILITY_AVX2)
+    n >= kLanes ? v.store(p) : store_first_floats(p, v, n);
+#else
     v.store(p, std::min(n, kLanes));
+#endif
   } else {
 #if defined(CPU_CAPABILITY_AVX512)
     const __m256i lanes = narrow_16bit<T, kExact>(v);
@@ -154,9 +196,7 @@ inline void store_float(T* p, const Vec& v, int64_t n) {
     if (n >= kLanes) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(p), lanes);
     } else {
-      __at_align__ T narrow[kLanes];
-      _mm_store_si128(reinterpret_cast<__m128i*>(narrow), lanes);
-      std::copy(narrow, narrow + std::min(n, kLanes), p);
+      store_first_16bit(p, lanes, n);
     }
 #else
     at::vec::convert<T>(v).store(p, std::min(n, kLanes));
