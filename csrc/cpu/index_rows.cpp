@@ -66,21 +66,26 @@ POOLX_TARGET_AVX512 uint8_t index_run_avx512(
   return static_cast<uint8_t>(_mm_cvtsi128_si32(most));
 }
 
-// The same on AVX2 for windows of up to 8 taps: 8 argmax bytes at a time,
-// their offsets by one permute of an 8-entry table (wrapping taps past 7),
-// the last ones (fewer than 8) by the lookup.
+// The same on AVX2: 8 argmax bytes at a time, their offsets by a permute of
+// each half of the 16-entry table (a permute reads 8 entries), taps past 7
+// taking the second; the last ones (fewer than 8) by the lookup.
 POOLX_TARGET_AVX2 uint8_t index_run_avx2(const uint8_t* a, int64_t* idx, int64_t n,
                                          int64_t base, const int64_t* pos,
-                                         const int32_t* table8, const int64_t* tap_offset,
+                                         const int32_t* table16, const int64_t* tap_offset,
                                          bool stream) {
-  const __m256i table = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table8));
+  const __m256i table_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table16));
+  const __m256i table_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table16 + 8));
+  const __m256i seven = _mm256_set1_epi32(7);
   const __m256i base4 = _mm256_set1_epi64x(base);
   __m128i most = _mm_setzero_si128();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + i));
     most = _mm_max_epu8(most, bytes);
-    const __m256i offset = _mm256_permutevar8x32_epi32(table, _mm256_cvtepu8_epi32(bytes));
+    const __m256i taps = _mm256_cvtepu8_epi32(bytes);
+    const __m256i offset = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(table_lo, taps),
+                                              _mm256_permutevar8x32_epi32(table_hi, taps),
+                                              _mm256_cmpgt_epi32(taps, seven));
     const __m256i at_lo = _mm256_add_epi64(
         base4, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pos + i)));
     const __m256i at_hi = _mm256_add_epi64(
@@ -132,13 +137,13 @@ IndexRows::IndexRows(const uint8_t* argmax, int64_t* indices, const Layout4d& l,
             row_len_ % 16 == 0 && reinterpret_cast<uintptr_t>(indices) % 64 == 0;
   const TapTable taps(g);
   std::copy(taps.offset, taps.offset + 256, tap_offset_);
-  // windows of up to 16 taps with int32 offsets, on AVX-512 (which
+  // windows of up to 16 taps with int32 offsets, on AVX-512 or AVX2 (which
   // ATEN_CPU_CAPABILITY steers, as for the fast paths)
   const int64_t num_taps = g.kernel_h * g.kernel_w;
-  permute_lanes_ = cpu_has_avx512() ? 16 : cpu_has_avx2() ? 8 : 0;
-  if (num_taps > permute_lanes_) permute_lanes_ = 0;
-  for (int64_t t = 0; t < num_taps && permute_lanes_ > 0; ++t) {
-    if (tap_offset_[t] > std::numeric_limits<int32_t>::max()) permute_lanes_ = 0;
+  permute_ = cpu_has_avx512() ? Permute::kAvx512 : cpu_has_avx2() ? Permute::kAvx2 : Permute::kNone;
+  if (num_taps > 16) permute_ = Permute::kNone;
+  for (int64_t t = 0; t < num_taps && permute_ != Permute::kNone; ++t) {
+    if (tap_offset_[t] > std::numeric_limits<int32_t>::max()) permute_ = Permute::kNone;
     table16_[t] = static_cast<int32_t>(tap_offset_[t]);
   }
 }
@@ -158,12 +163,12 @@ uint8_t IndexRows::convert(int64_t r, int64_t ow_begin, int64_t ow_end) const {
     const int64_t first = ow * channels_, n = std::min(run_pixels_, ow_end - ow) * channels_;
     const int64_t base = row_base + ow * stride_w_;
 #ifdef POOLX_HAS_TARGET_AVX512
-    if (permute_lanes_ == 16) {
+    if (permute_ == Permute::kAvx512) {
       most = std::max(most, index_run_avx512(a + first, idx + first, n, base, pos_.data(),
                                              table16_, stream_));
       continue;
     }
-    if (permute_lanes_ == 8) {
+    if (permute_ == Permute::kAvx2) {
       most = std::max(most, index_run_avx2(a + first, idx + first, n, base, pos_.data(),
                                            table16_, tap_offset_, stream_));
       continue;

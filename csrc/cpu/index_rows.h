@@ -44,7 +44,7 @@ class IndexRows {
   std::vector<int64_t> pos_;  // element e's window start in a run of pixels
   int64_t tap_offset_[256];
   int32_t table16_[16] = {};  // the first offsets, where a permute serves
-  int64_t permute_lanes_;     // its table: 16 (AVX-512), 8 (AVX2), or 0 for none
+  enum class Permute { kNone, kAvx512, kAvx2 } permute_;  // which, for its table
   bool stream_;  // streaming stores, for outputs past stream_min_bytes()
 };
 
