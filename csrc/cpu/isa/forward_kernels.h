@@ -170,6 +170,29 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
             }
           }
         }
+        // kGroup vectors of channels per pass over a general window: a tap's
+        // address, prefetch and index are worked out once for all of them,
+        // and its loads are contiguous. (The four taps of a tiled 2x2
+        // window cost little to address and prefetch best vector by vector.)
+        constexpr int64_t kGroup = 4;
+        for (; !kTile2x2 && c0 + kGroup * kLanes <= C; c0 += kGroup * kLanes) {
+          RunningMax<kArgmax> best[kGroup] = {RunningMax<kArgmax>(first_tap),
+                                              RunningMax<kArgmax>(first_tap),
+                                              RunningMax<kArgmax>(first_tap),
+                                              RunningMax<kArgmax>(first_tap)};
+          for_each_tap(c0, [&](const T* p, int64_t tap, auto first) {
+            for (int64_t j = 0; j < kGroup; ++j) {
+              best[j].take(load_float(p + j * kLanes, kLanes), tap, first);
+            }
+          });
+          for (int64_t j = 0; j < kGroup; ++j) {
+            store_lanes(out + o + c0 + j * kLanes, best[j].value, kLanes, stream);
+            if constexpr (kArgmax) {
+              store_argmax_lanes(argmax + o + c0 + j * kLanes, best[j].argmax, kLanes,
+                                 stream_argmax);
+            }
+          }
+        }
         for (; c0 < C; c0 += kLanes) {
           const int64_t n = std::min(kLanes, C - c0);
           RunningMax<kArgmax> best(first_tap);
