@@ -177,6 +177,30 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
 // to T after every add, as torch's CPU kernel adds into the element type.
 constexpr int64_t kSumChains = 4;
 
+// The kSumChains vectors of channels from c0 of one input pixel, summed over
+// its n_windows windows (at `offset`, selected where the argmax is `tap`).
+// kFull: all of them whole, so the sums stay in registers.
+template <typename T, bool kFull>
+inline void gather_pixel(const T* go, const uint8_t* argmax, T* gi_px, int64_t C, int64_t c0,
+                         const int64_t* offset, const int64_t* tap, int64_t n_windows) {
+  Vec sum[kSumChains];
+  for (Vec& s : sum) s = Vec(0.f);
+  const auto lanes = [&](int64_t j) { return kFull ? kLanes : std::min(kLanes, C - c0 - j * kLanes); };
+  for (int64_t k = 0; k < n_windows; ++k) {
+    for (int64_t j = 0; j < kSumChains; ++j) {
+      const int64_t n = lanes(j), o = offset[k] + c0 + j * kLanes;
+      if (!kFull && n <= 0) break;
+      // the sum starts at +0, so +0 + -0 gives +0 as torch's does, and the
+      // first add is exact
+      sum[j] = add_where(sum[j], load_argmax_lanes(argmax + o, n), tap[k], load_float(go + o, n));
+      if (k > 0) sum[j] = round_to<T>(sum[j]);
+    }
+  }
+  for (int64_t j = 0; j < kSumChains && lanes(j) > 0; ++j) {
+    store_float<T, /*kExact=*/true>(gi_px + c0 + j * kLanes, sum[j], lanes(j));
+  }
+}
+
 //
 // Each output row's argmax is checked by the input row of its windows' first
 // in-bounds tap row, as that row starts to read it; rows of windows with no
@@ -227,26 +251,14 @@ void backward_channels_last(const FastBackwardArgs& a) {
           }
         }
         T* gi_px = gi + (r * g.in_w + iw) * C;
-        for (int64_t c0 = 0; c0 < C; c0 += kSumChains * kLanes) {
-          // kSumChains vectors of channels summed side by side: one sum is a
-          // chain of dependent adds (and roundings), too slow on its own
-          std::array<Vec, kSumChains> sum;
-          sum.fill(Vec(0.f));
-          for (int64_t k = 0; k < n_windows; ++k) {
-            for (int64_t j = 0; j < kSumChains; ++j) {
-              const int64_t c = c0 + j * kLanes, n = std::min(kLanes, C - c), o = offset[k] + c;
-              if (n <= 0) break;
-              // the sum starts at +0, so +0 + -0 gives +0 as torch's does, and
-              // the first add is exact
-              sum[j] = add_where(sum[j], load_argmax_lanes(a.argmax + o, n), tap[k],
-                                 load_float(go + o, n));
-              if (k > 0) sum[j] = round_to<T>(sum[j]);
-            }
-          }
-          for (int64_t j = 0; j < kSumChains && c0 + j * kLanes < C; ++j) {
-            const int64_t c = c0 + j * kLanes;
-            store_float<T, /*kExact=*/true>(gi_px + c, sum[j], std::min(kLanes, C - c));
-          }
+        // kSumChains vectors of channels summed side by side: one sum is a
+        // chain of dependent adds (and roundings), too slow on its own
+        int64_t c0 = 0;
+        for (; c0 + kSumChains * kLanes <= C; c0 += kSumChains * kLanes) {
+          gather_pixel<T, true>(go, a.argmax, gi_px, C, c0, offset.data(), tap.data(), n_windows);
+        }
+        if (c0 < C) {
+          gather_pixel<T, false>(go, a.argmax, gi_px, C, c0, offset.data(), tap.data(), n_windows);
         }
       }
     }
