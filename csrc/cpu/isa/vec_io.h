@@ -62,7 +62,9 @@ inline __m128i load_16bit_partial(const void* p, int64_t n) {
   const __m128i pairs = _mm_maskload_epi32(static_cast<const int*>(p),
                                            _mm256_castsi256_si128(lane_mask_epi32(n / 2)));
   if (n % 2 == 0) return pairs;
-  const __m128i last = _mm_set1_epi16(static_cast<const int16_t*>(p)[n - 1]);
+  int16_t last_bits;
+  std::memcpy(&last_bits, static_cast<const char*>(p) + 2 * (n - 1), sizeof(last_bits));
+  const __m128i last = _mm_set1_epi16(last_bits);
   const __m128i at_last = _mm_cmpeq_epi16(_mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7),
                                           _mm_set1_epi16(static_cast<int16_t>(n - 1)));
   return _mm_blendv_epi8(pairs, last, at_last);
