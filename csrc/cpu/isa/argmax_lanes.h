@@ -3,44 +3,42 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "vec_io.h"
 
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
 
+#if defined(CPU_CAPABILITY_AVX512)
+// n argmax bytes (n <= 16) at p, zeros above.
+inline __m128i load_argmax_bytes(const uint8_t* p, int64_t n) {
+  return n >= kLanes ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+                     : _mm_maskz_loadu_epi8(lane_mask(n), p);
+}
+#endif
+
 // Argmax lanes are kept as small exact floats so they share the value masks.
 // (at::vec's uint8 vectors are 64 lanes wide and load a partial vector
-// through a buffer, so AVX-512 goes through 16-byte lanes directly.)
+// through a buffer, so AVX-512 and AVX2 load the bytes directly.) Lanes past
+// n read 0, a tap of every window.
 C10_ALWAYS_INLINE Vec load_argmax(const uint8_t* p, int64_t n) {
 #if defined(CPU_CAPABILITY_AVX512)
-  const __m128i bytes = n >= kLanes ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
-                                    : _mm_maskz_loadu_epi8(lane_mask(n), p);
-  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(load_argmax_bytes(p, n)));
 #elif defined(CPU_CAPABILITY_AVX2)
-  // Lanes past n read 0, a tap of every window. A partial vector is put
-  // together in a register: read back from a buffer that memcpy filled byte
-  // by byte, it would wait for the stores to retire.
-  uint64_t bytes = 0;
+  uint64_t bytes;
   if (n >= kLanes) {
     std::memcpy(&bytes, p, sizeof(bytes));
   } else {
-    int64_t at = 0;
-    for (const int64_t width : {4, 2, 1}) {
-      if ((n & width) == 0) continue;
-      uint32_t part = 0;
-      std::memcpy(&part, p + at, width);
-      bytes |= uint64_t{part} << (8 * at);
-      at += width;
-    }
+    bytes = load_first_bytes(p, n);
   }
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(bytes))));
 #else
-  // a partial vector from a copy whose lanes past n read 0, a tap of every
-  // window (at::vec's partial 8-bit loads fill them with 1)
+  // (at::vec's partial 8-bit loads fill the lanes past n with 1)
   uint8_t bytes[kLanes] = {};
   if (n < kLanes) {
     std::memcpy(bytes, p, n);
@@ -72,20 +70,15 @@ inline void store_argmax(uint8_t* p, const Vec& argmax, int64_t n) {
 #if defined(CPU_CAPABILITY_AVX512)
   store_argmax_bytes(p, argmax_bytes(argmax), n);
 #elif defined(CPU_CAPABILITY_AVX2)
-  // the 8 bytes in a register, stored whole or by 4, 2 and 1 (load_argmax's twin)
+  // the 8 bytes in a register, stored whole or by store_first_bytes
   const __m256i ints = _mm256_cvttps_epi32(argmax);
   const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(ints),
                                          _mm256_extracti128_si256(ints, 1));
-  uint64_t bytes = static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_packus_epi16(words, words)));
+  const auto bytes = static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_packus_epi16(words, words)));
   if (n >= kLanes) {
     std::memcpy(p, &bytes, sizeof(bytes));
-    return;
-  }
-  for (const int64_t width : {4, 2, 1}) {
-    if ((n & width) == 0) continue;
-    std::memcpy(p, &bytes, width);
-    p += width;
-    bytes >>= 8 * width;
+  } else {
+    store_first_bytes(p, bytes, n);
   }
 #else
   // at::vec's partial store would copy a run-time length (a call to memcpy)
@@ -144,6 +137,13 @@ struct RunningMax {
   }
 };
 
+// kCount running maxima of windows that start at first_tap.
+template <bool kArgmax, size_t... kIndex>
+inline std::array<RunningMax<kArgmax>, sizeof...(kIndex)> running_maxima(
+    int64_t first_tap, std::index_sequence<kIndex...>) {
+  return {((void)kIndex, RunningMax<kArgmax>(first_tap))...};
+}
+
 // grad where the argmax lanes equal `tap`, +0 elsewhere; 0 + g as torch sums
 // (so a -0 gradient arrives as +0).
 // With kCopy the selected value keeps its bits (unpool by argmax, or a sum
@@ -168,8 +168,7 @@ inline Vec select_grad(const Vec& grad, const Vec& argmax, int64_t tap) {
 #if defined(CPU_CAPABILITY_AVX512)
 using ArgmaxLanes = __m128i;
 inline ArgmaxLanes load_argmax_lanes(const uint8_t* p, int64_t n) {
-  return n >= kLanes ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
-                     : _mm_maskz_loadu_epi8(lane_mask(n), p);
+  return load_argmax_bytes(p, n);
 }
 #else
 using ArgmaxLanes = Vec;

@@ -4,6 +4,9 @@
 
 #include <ATen/Parallel.h>
 
+#include <type_traits>
+#include <utility>
+
 #include "../fast_paths.h"
 #include "../index_rows.h"
 #include "poolx/elements.h"
@@ -170,37 +173,35 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
             }
           }
         }
-        // kGroup vectors of channels per pass over a general window: a tap's
-        // address, prefetch and index are worked out once for all of them,
-        // and its loads are contiguous. (The four taps of a tiled 2x2
-        // window cost little to address and prefetch best vector by vector.)
-        constexpr int64_t kGroup = 4;
-        for (; !kTile2x2 && c0 + kGroup * kLanes <= C; c0 += kGroup * kLanes) {
-          RunningMax<kArgmax> best[kGroup] = {RunningMax<kArgmax>(first_tap),
-                                              RunningMax<kArgmax>(first_tap),
-                                              RunningMax<kArgmax>(first_tap),
-                                              RunningMax<kArgmax>(first_tap)};
+        // kCount vectors of channels from c0, the last n lanes wide, in one
+        // pass over the window
+        const auto pool_vectors = [&](int64_t c0, auto count, int64_t n) {
+          constexpr int64_t kCount = decltype(count)::value;
+          const auto lanes = [&](int64_t j) { return j + 1 < kCount ? kLanes : n; };
+          auto best = running_maxima<kArgmax>(first_tap, std::make_index_sequence<kCount>{});
           for_each_tap(c0, [&](const T* p, int64_t tap, auto first) {
-            for (int64_t j = 0; j < kGroup; ++j) {
-              best[j].take(load_float(p + j * kLanes, kLanes), tap, first);
+            for (int64_t j = 0; j < kCount; ++j) {
+              best[j].take(load_float(p + j * kLanes, lanes(j)), tap, first);
             }
           });
-          for (int64_t j = 0; j < kGroup; ++j) {
-            store_lanes(out + o + c0 + j * kLanes, best[j].value, kLanes, stream);
+          for (int64_t j = 0; j < kCount; ++j) {
+            const int64_t at = o + c0 + j * kLanes;
+            store_lanes(out + at, best[j].value, lanes(j), stream);
             if constexpr (kArgmax) {
-              store_argmax_lanes(argmax + o + c0 + j * kLanes, best[j].argmax, kLanes,
-                                 stream_argmax);
+              store_argmax_lanes(argmax + at, best[j].argmax, lanes(j), stream_argmax);
             }
           }
+        };
+        // Four vectors per pass over a general window: a tap's address,
+        // prefetch and index are worked out once for all of them, and its
+        // loads are contiguous. (The four taps of a tiled 2x2 window cost
+        // little to address and prefetch best vector by vector.)
+        constexpr int64_t kGroup = 4;
+        for (; !kTile2x2 && c0 + kGroup * kLanes <= C; c0 += kGroup * kLanes) {
+          pool_vectors(c0, std::integral_constant<int64_t, kGroup>{}, kLanes);
         }
         for (; c0 < C; c0 += kLanes) {
-          const int64_t n = std::min(kLanes, C - c0);
-          RunningMax<kArgmax> best(first_tap);
-          for_each_tap(c0, [&](const T* p, int64_t tap, auto first) {
-            best.take(load_float(p, n), tap, first);
-          });
-          store_lanes(out + o + c0, best.value, n, stream);
-          if constexpr (kArgmax) store_argmax_lanes(argmax + o + c0, best.argmax, n, stream_argmax);
+          pool_vectors(c0, std::integral_constant<int64_t, 1>{}, std::min(kLanes, C - c0));
         }
       }
       if (index_rows != nullptr) index_rows->convert(r, indexed, g.out_w);

@@ -11,18 +11,13 @@
 #include <type_traits>
 #include <utility>
 
+#include "partial_lanes.h"
+
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
 
 using Vec = at::vec::Vectorized<float>;
 constexpr int64_t kLanes = Vec::size();
-
-#if defined(CPU_CAPABILITY_AVX512)
-// The first n (< kLanes) lanes.
-inline __mmask16 lane_mask(int64_t n) {
-  return static_cast<__mmask16>((1u << n) - 1);
-}
-#endif
 
 // kLanes 16-bit elements fill half of an at::vec vector of them, whose
 // partial loads and stores go through a buffer (a memcpy per vector). They
@@ -44,66 +39,6 @@ inline Vec widen_16bit(__m128i h) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   } else {
     return _mm256_cvtph_ps(h);
-  }
-}
-#endif
-
-#if defined(CPU_CAPABILITY_AVX2)
-// The first n (< kLanes) 32-bit lanes set, for AVX2's masked loads.
-inline __m256i lane_mask_epi32(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-// The first n (< kLanes) 16-bit elements, zeros above: whole pairs by a
-// masked 32-bit load (it touches no masked-off byte), an odd last element
-// blended in. at::vec's partial loads copy through a buffer of run-time size.
-inline __m128i load_16bit_partial(const void* p, int64_t n) {
-  const __m128i pairs = _mm_maskload_epi32(static_cast<const int*>(p),
-                                           _mm256_castsi256_si128(lane_mask_epi32(n / 2)));
-  if (n % 2 == 0) return pairs;
-  int16_t last_bits;
-  std::memcpy(&last_bits, static_cast<const char*>(p) + 2 * (n - 1), sizeof(last_bits));
-  const __m128i last = _mm_set1_epi16(last_bits);
-  const __m128i at_last = _mm_cmpeq_epi16(_mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7),
-                                          _mm_set1_epi16(static_cast<int16_t>(n - 1)));
-  return _mm_blendv_epi8(pairs, last, at_last);
-}
-
-// The first n (< kLanes) lanes of v at p, by 4, 2 and 1: a partial store
-// through at::vec copies a run-time length (a call to memcpy).
-inline void store_first_floats(float* p, __m256 v, int64_t n) {
-  __m128 part = _mm256_castps256_ps128(v);
-  if (n & 4) {
-    _mm_storeu_ps(p, part);
-    part = _mm256_extractf128_ps(v, 1);
-    p += 4;
-  }
-  if (n & 2) {
-    _mm_storel_pi(reinterpret_cast<__m64*>(p), part);
-    part = _mm_movehl_ps(part, part);
-    p += 2;
-  }
-  if (n & 1) _mm_store_ss(p, part);
-}
-
-// As store_first_floats, for n (< kLanes) 16-bit lanes.
-inline void store_first_16bit(void* p, __m128i v, int64_t n) {
-  auto* bytes = static_cast<char*>(p);
-  if (n & 4) {
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(bytes), v);
-    v = _mm_srli_si128(v, 8);
-    bytes += 8;
-  }
-  if (n & 2) {
-    const int32_t pair = _mm_cvtsi128_si32(v);
-    std::memcpy(bytes, &pair, sizeof(pair));
-    v = _mm_srli_si128(v, 4);
-    bytes += 4;
-  }
-  if (n & 1) {
-    const auto last = static_cast<int16_t>(_mm_cvtsi128_si32(v));
-    std::memcpy(bytes, &last, sizeof(last));
   }
 }
 #endif
