@@ -1,5 +1,5 @@
-// Vectorized backward: NCHW by a per-plane scatter (any geometry; the tiled
-// kernel_w == 2 case is in tiled_rows.h), channels_last along C.
+// Vectorized backward along C, channels_last (NCHW: scatter_nchw.h and, for
+// the tiled kernel_w == 2 case, tiled_rows.h).
 #pragma once
 
 #include <ATen/Parallel.h>
@@ -17,70 +17,6 @@
 
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
-
-// Any geometry: zero a plane of grad_input (cache-resident), add each
-// output's gradient at its selected tap in output order, the order in which
-// torch's CPU kernel and the per-element gather sum, so results agree bit for
-// bit. 16-bit types add in float and round to T after every add, into the
-// plane itself, as torch adds into the element type: no memory beyond the
-// output. Each row of argmax is checked
-// before it is used: a value past the taps reads tap 0 of the table (in
-// bounds for the interior windows that index with it) and flags the argmax.
-template <typename T>
-void backward_nchw_scatter(const FastBackwardArgs& a) {
-  const Pool2dGeometry& g = a.g;
-  const T* go = static_cast<const T*>(a.grad_output);
-  T* gi = static_cast<T*>(a.grad_input);
-  const int64_t taps = g.kernel_h * g.kernel_w;
-  const ArgmaxRule rule(g);
-  // tap -> (row, column) offset inside the window; no division per output
-  std::array<int32_t, 256> tap_h{}, tap_w{}, tap_offset{};
-  for (int64_t t = 0; t < taps; ++t) {
-    tap_h[t] = static_cast<int32_t>((t / g.kernel_w) * g.dilation_h);
-    tap_w[t] = static_cast<int32_t>((t % g.kernel_w) * g.dilation_w);
-    tap_offset[t] = static_cast<int32_t>(tap_h[t] * g.in_w + tap_w[t]);
-  }
-  // windows wholly inside the input need no bounds check
-  const TapRange rows = interior_outputs(g.in_h, g.out_h, g.kernel_h, g.stride_h, g.pad_h,
-                                         g.dilation_h);
-  const TapRange cols = interior_outputs(g.in_w, g.out_w, g.kernel_w, g.stride_w, g.pad_w,
-                                         g.dilation_w);
-  const int64_t plane_size = g.in_h * g.in_w;
-  const int64_t planes = a.in_l.n * a.in_l.c;
-  at::parallel_for(0, planes, grain_for(plane_size), [&](int64_t b, int64_t e) {
-    bool invalid = false;
-    for (int64_t p = b; p < e; ++p) {
-      T* sums = gi + p * plane_size;
-      fill_zero(sums, plane_size);
-      const T* go_row = go + p * g.out_h * g.out_w;
-      const uint8_t* am_row = a.argmax + p * g.out_h * g.out_w;
-      const auto add = [&](T& sum, int64_t ow) {
-        sum = narrow<T>(static_cast<float>(sum) + static_cast<float>(go_row[ow]));
-      };
-      for (int64_t oh = 0; oh < g.out_h; ++oh, go_row += g.out_w, am_row += g.out_w) {
-        invalid |= !rule.row_valid(am_row, 1, oh);
-        const int64_t h0 = oh * g.stride_h - g.pad_h;
-        const auto add_checked = [&](int64_t ow_begin, int64_t ow_end) {
-          for (int64_t ow = ow_begin; ow < ow_end; ++ow) {
-            const int64_t ih = h0 + tap_h[am_row[ow]];
-            const int64_t iw = ow * g.stride_w - g.pad_w + tap_w[am_row[ow]];
-            if (ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w) add(sums[ih * g.in_w + iw], ow);
-          }
-        };
-        if (oh < rows.begin || oh >= rows.end || cols.begin == cols.end) {
-          add_checked(0, g.out_w);
-          continue;
-        }
-        add_checked(0, cols.begin);
-        for (int64_t ow = cols.begin; ow < cols.end; ++ow) {
-          add(sums[h0 * g.in_w + ow * g.stride_w - g.pad_w + tap_offset[am_row[ow]]], ow);
-        }
-        add_checked(cols.end, g.out_w);
-      }
-    }
-    if (invalid) a.argmax_invalid->store(true, std::memory_order_relaxed);
-  });
-}
 
 // The C channels of one output pixel routed to the kernel_w input pixels of
 // its window in kernel row kh, through float lanes; route_16bit.h has the

@@ -7,9 +7,9 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
-
 #include "backward_kernels.h"
 #include "forward_kernels.h"
+#include "scatter_nchw.h"
 #include "tiled_rows.h"
 #include "unpool_tiled.h"
 
