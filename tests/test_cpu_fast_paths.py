@@ -95,8 +95,8 @@ def test_indices_in_runs(shape, channels_last, geometry):
 # streams zeros; a kernel 3 high; bfloat16 with NaN, whose vectors take the
 # ordinary store. Rows of odd lengths stream as one run per task, vectors
 # crossing rows, and the row count is no multiple of a task's. NCHW planes
-# of overlapping windows above 64K elements sum their gradient in place, not
-# in a scratch.
+# and channels_last images (of few channels) of overlapping windows above
+# 64K elements sum their gradient in place, not in a scratch.
 LARGE = [
     ((1, 15, 906, 902), torch.float32, False, GEOMETRIES[0]),
     ((1, 24, 1001, 958), torch.bfloat16, False, GEOMETRIES[0]),
@@ -113,6 +113,7 @@ LARGE = [
     ((1, 3, 300, 258), torch.bfloat16, False, GEOMETRIES[5]),
     ((2, 2, 257, 256), torch.float16, False, GEOMETRIES[7]),
     ((1, 2, 256, 256), torch.float32, False, GEOMETRIES[5]),
+    ((2, 5, 200, 130), torch.bfloat16, True, GEOMETRIES[5]),
 ]
 
 

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from unpool_cases import (
     CASES,
+    BITS,
     assert_same_bits,
     layout,
     planted,
@@ -109,4 +110,26 @@ def test_scattered_indices_match_torch(batch, channels_last, dtype):
     expected = torch_unpool(values, indices, (2, 2, 0, 1, False), out_hw)
     actual = poolx.max_unpool2d(values, indices, 2, 2, output_size=out_hw)
     assert actual.is_contiguous(memory_format=layout(values))
+    assert_same_bits(actual.contiguous(), expected)
+
+
+@pytest.mark.parametrize("channels", [3, 20, 64, 72])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("pool", [(3, 2, 1, 1, False), (3, 1, 1, 1, False), (3, 2, 1, 2, True)],
+                         ids=str)
+def test_overlapping_channels_last_argmax_unpool_copies_bits(channels, dtype, pool, stores):
+    """channels_last unpool by argmax where windows overlap (the backward's
+    gather with the value copied): the last window that selects an element
+    gives it its value, in whole groups of vectors and partial ones; NaN
+    payloads (signaling ones too) and -0.0 keep their bits."""
+    x = planted((2, channels, 11, 13), channels_last=True)
+    indices = torch_indices(x, pool)
+    values = values_like(indices, dtype)
+    bits = values.view(BITS[dtype])
+    nan_bits = 0x7FA00001 if dtype == torch.float32 else 0x7F81 if dtype == torch.bfloat16 else 0x7D01
+    bits[..., 0, :] = nan_bits  # signaling NaNs with payloads
+    _, argmax = poolx.max_pool2d_with_argmax(x, *pool)
+    expected = torch_unpool(values, indices, pool, x.shape)
+    actual = poolx.max_unpool2d_argmax(values, argmax, x.shape, *pool)
+    assert actual.is_contiguous(memory_format=torch.channels_last)
     assert_same_bits(actual.contiguous(), expected)

@@ -186,5 +186,17 @@ inline Vec add_where(const Vec& sum, const ArgmaxLanes& argmax, int64_t tap, con
 #endif
 }
 
+// value in the lanes whose argmax is `tap`; the other lanes keep `kept`
+// (unpool: a later window's selection replaces an earlier one's). A move,
+// so the bits stay as they are.
+inline Vec copy_where(const Vec& kept, const ArgmaxLanes& argmax, int64_t tap, const Vec& value) {
+#if defined(CPU_CAPABILITY_AVX512)
+  const __mmask16 picked = _mm_cmpeq_epi8_mask(argmax, _mm_set1_epi8(static_cast<char>(tap)));
+  return _mm512_mask_mov_ps(kept, picked, value);
+#else
+  return Vec::blendv(kept, value, argmax == Vec(static_cast<float>(tap)));
+#endif
+}
+
 }  // namespace POOLX_ISA_NAMESPACE
 }  // namespace poolx

@@ -112,10 +112,11 @@ void backward_channels_last_tiled(const FastBackwardArgs& a) {
 constexpr int64_t kSumChains = 4;
 
 // The kSumChains vectors of channels from c0 of one input pixel, summed over
-// its n_windows windows (at `offset`, selected where the argmax is `tap`).
+// its n_windows windows (at `offset`, selected where the argmax is `tap`);
+// with kCopy, the value of the last window that selects it (unpool).
 // kFull: all of them whole, so the sums stay in registers. The lanes are
-// sums rounded to T, so they store exactly.
-template <typename T, bool kFull>
+// sums rounded to T, or T values, so they store exactly.
+template <typename T, bool kFull, bool kCopy>
 inline void gather_pixel(const T* go, const uint8_t* argmax, T* gi_px, int64_t C, int64_t c0,
                          const int64_t* offset, const int64_t* tap, int64_t n_windows,
                          bool stream) {
@@ -128,10 +129,15 @@ inline void gather_pixel(const T* go, const uint8_t* argmax, T* gi_px, int64_t C
     for (int64_t j = 0; j < kSumChains; ++j) {
       const int64_t n = lanes(j), o = offset[k] + c0 + j * kLanes;
       if (!kFull && n <= 0) break;
-      // the sum starts at +0, so +0 + -0 gives +0 as torch's does, and the
-      // first add is exact
-      sum[j] = add_where(sum[j], load_argmax_lanes(argmax + o, n), tap[k], load_float(go + o, n));
-      if (k > 0) sum[j] = round_to<T>(sum[j]);
+      const ArgmaxLanes am = load_argmax_lanes(argmax + o, n);
+      if constexpr (kCopy) {
+        sum[j] = copy_where(sum[j], am, tap[k], load_float(go + o, n));
+      } else {
+        // the sum starts at +0, so +0 + -0 gives +0 as torch's does, and the
+        // first add is exact
+        sum[j] = add_where(sum[j], am, tap[k], load_float(go + o, n));
+        if (k > 0) sum[j] = round_to<T>(sum[j]);
+      }
     }
   }
   for (int64_t j = 0; j < kSumChains && lanes(j) > 0; ++j) {
@@ -148,7 +154,7 @@ inline void gather_pixel(const T* go, const uint8_t* argmax, T* gi_px, int64_t C
 // in-bounds tap row, as that row starts to read it; rows of windows with no
 // row inside the input (dilation + padding) are read by none, so such a
 // geometry is checked in a pass first.
-template <typename T>
+template <typename T, bool kCopy = false>
 void backward_channels_last(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const int64_t C = a.in_l.c;
@@ -200,12 +206,12 @@ void backward_channels_last(const FastBackwardArgs& a) {
         T* gi_px = gi + (r * g.in_w + iw) * C;
         int64_t c0 = 0;
         for (; c0 + kSumChains * kLanes <= C; c0 += kSumChains * kLanes) {
-          gather_pixel<T, true>(go, a.argmax, gi_px, C, c0, offset.data(), tap.data(), n_windows,
-                                stream);
+          gather_pixel<T, true, kCopy>(go, a.argmax, gi_px, C, c0, offset.data(), tap.data(),
+                                       n_windows, stream);
         }
         if (c0 < C) {
-          gather_pixel<T, false>(go, a.argmax, gi_px, C, c0, offset.data(), tap.data(), n_windows,
-                                 stream);
+          gather_pixel<T, false, kCopy>(go, a.argmax, gi_px, C, c0, offset.data(), tap.data(),
+                                        n_windows, stream);
         }
       }
     }

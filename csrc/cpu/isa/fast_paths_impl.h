@@ -8,8 +8,8 @@
 #include <c10/util/Half.h>
 
 #include "backward_kernels.h"
+#include "backward_scatter.h"
 #include "forward_kernels.h"
-#include "scatter_nchw.h"
 #include "tiled_rows.h"
 #include "unpool_tiled.h"
 
@@ -63,6 +63,10 @@ inline bool forward(const FastForwardArgs& a) {
   });
 }
 
+// channels_last pixels of fewer channels gather slower than a scatter per
+// image sums them (3 channels: 10x, 48: 1.1-1.3x).
+constexpr int64_t kGatherMinChannels = 64;
+
 inline bool backward(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const bool cl = a.in_l.channels_last;
@@ -74,14 +78,36 @@ inline bool backward(const FastBackwardArgs& a) {
       backward_tiled_rows<T, 1, false>(a, planes);
     } else if (row_c == 2) {
       backward_tiled_rows<T, 2, false>(a, planes);
-    } else if (!cl) {
-      backward_nchw_scatter<T>(a);
+    } else if (!cl || (!tiles_input(g) && a.in_l.c < kGatherMinChannels)) {
+      backward_scatter<T>(a);
     } else if (tiles_input(g)) {
       backward_channels_last_tiled<T>(a);
     } else {
       backward_channels_last<T>(a);
     }
   });
+}
+
+// Unpool by argmax in channels_last where windows overlap, pad or dilate: the
+// backward gather with the last selecting window's value copied, for types
+// whose float lanes carry the bits unchanged: float32, and bfloat16 on
+// AVX-512, where it widens and narrows by shifts (on AVX2 it measured no
+// faster than the scatter; float16 converts, quieting a signaling NaN).
+inline bool unpool_argmax_gather(const FastBackwardArgs& a) {
+  if (a.indices != nullptr || !a.in_l.channels_last || a.in_l.c < kGatherMinChannels) {
+    return false;
+  }
+  if (a.dtype == c10::ScalarType::Float) {
+    backward_channels_last<float, /*kCopy=*/true>(a);
+    return true;
+  }
+#if defined(CPU_CAPABILITY_AVX512)
+  if (a.dtype == c10::ScalarType::BFloat16) {
+    backward_channels_last<c10::BFloat16, /*kCopy=*/true>(a);
+    return true;
+  }
+#endif
+  return false;
 }
 
 // Unpool by argmax, tiled: each input lies in at most one window, so the
@@ -91,7 +117,7 @@ inline bool backward(const FastBackwardArgs& a) {
 // indices, each routed row's taps come from its indices (row_taps.h).
 inline bool unpool_argmax(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
-  if (!tiles_input(g)) return false;
+  if (!tiles_input(g)) return unpool_argmax_gather(a);
   const int row_c = tiled_row_channels(g, a.in_l);
   // By indices along C, the taps come from whole vectors of 8 indices of one
   // pixel (row_taps.h), on AVX-512; one at a time the gather of

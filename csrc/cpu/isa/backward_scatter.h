@@ -1,0 +1,168 @@
+// Backward, any geometry, by a scatter per NCHW plane or per channels_last
+// image of few channels: each output's gradient is added at its selected tap
+// in output order (pixel by pixel, a pixel's channels in order), the order in
+// which torch's CPU kernels and the per-element gather sum, so results agree
+// bit for bit. 16-bit sums round to T after every add, as torch adds into the
+// element type.
+//
+// Where the gradient is large, a plane is summed in a float scratch that
+// stays in the cache, then streamed to grad_input, the scratch zeroed as it
+// is read: grad_input is written once, never read. Summed in grad_input
+// itself, every line of it would be read for the zero-fill first. Planes too
+// large for the cache, and gradients that stay in it, are summed in place.
+#pragma once
+
+#include <ATen/Parallel.h>
+
+#include <array>
+#include <type_traits>
+#include <vector>
+
+#include "../argmax_check.h"
+#include "forward_kernels.h"
+#include "stream_stores.h"
+
+namespace poolx {
+namespace POOLX_ISA_NAMESPACE {
+
+// sum + grad rounded to T, as torch's add into a T rounds it. Sum: T itself,
+// or float holding T values (the scratch).
+template <typename T, typename Sum>
+inline Sum add_rounded(Sum sum, float grad) {
+  const float exact = static_cast<float>(sum) + grad;
+  if constexpr (std::is_same_v<Sum, T>) {
+    return narrow<T>(exact);
+  } else if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    return round_to_bfloat16(exact);
+  } else {
+    return static_cast<float>(static_cast<T>(exact));
+  }
+}
+
+// The scatter of one plane's output gradients into its sums: pixels of C
+// channels (kPixels), or NCHW planes (C is 1, known to the compiler: as a
+// run-time 1 the channel loop cost NCHW a sixth of its time). Each row of
+// argmax is checked before it is used: a value past the taps reads tap 0 of
+// the table (in bounds for the interior windows that index with it).
+template <typename T, bool kPixels>
+class PlaneScatter {
+ public:
+  PlaneScatter(const Pool2dGeometry& g, int64_t C)
+      : g_(g), C_(C), rule_(g),
+        // windows wholly inside the input need no bounds check
+        rows_(interior_outputs(g.in_h, g.out_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h)),
+        cols_(interior_outputs(g.in_w, g.out_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w)) {
+    // tap -> (row, column) offset inside the window; no division per output
+    for (int64_t t = 0; t < g.kernel_h * g.kernel_w; ++t) {
+      tap_h_[t] = static_cast<int32_t>((t / g.kernel_w) * g.dilation_h);
+      tap_w_[t] = static_cast<int32_t>((t % g.kernel_w) * g.dilation_w);
+      tap_offset_[t] = static_cast<int32_t>((tap_h_[t] * g.in_w + tap_w_[t]) * C);
+    }
+  }
+
+  // Adds the plane's gradients into sums (zero on entry); false if an argmax
+  // is invalid.
+  template <typename Sum>
+  bool add(const T* go, const uint8_t* am, Sum* sums) const {
+    const Pool2dGeometry& g = g_;
+    const int64_t C = kPixels ? C_ : 1;
+    bool valid = true;
+    const auto add = [&](Sum& sum, int64_t o) {
+      sum = add_rounded<T>(sum, static_cast<float>(go[o]));
+    };
+    for (int64_t oh = 0; oh < g.out_h; ++oh, go += g.out_w * C, am += g.out_w * C) {
+      valid &= rule_.row_valid(am, C, oh);
+      const int64_t h0 = oh * g.stride_h - g.pad_h;
+      const auto add_checked = [&](int64_t ow_begin, int64_t ow_end) {
+        for (int64_t o = ow_begin * C; o < ow_end * C; ++o) {
+          const int64_t ow = o / C, c = o - ow * C;
+          const int64_t ih = h0 + tap_h_[am[o]];
+          const int64_t iw = ow * g.stride_w - g.pad_w + tap_w_[am[o]];
+          if (ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w) {
+            add(sums[(ih * g.in_w + iw) * C + c], o);
+          }
+        }
+      };
+      if (oh < rows_.begin || oh >= rows_.end || cols_.begin == cols_.end) {
+        add_checked(0, g.out_w);
+        continue;
+      }
+      add_checked(0, cols_.begin);
+      for (int64_t ow = cols_.begin; ow < cols_.end; ++ow) {
+        Sum* window = sums + (h0 * g.in_w + ow * g.stride_w - g.pad_w) * C;
+        for (int64_t o = ow * C, c = 0; c < C; ++o, ++c) add(window[tap_offset_[am[o]] + c], o);
+      }
+      add_checked(cols_.end, g.out_w);
+    }
+    return valid;
+  }
+
+ private:
+  const Pool2dGeometry g_;
+  const int64_t C_;
+  const ArgmaxRule rule_;
+  const TapRange rows_, cols_;
+  std::array<int32_t, 256> tap_h_{}, tap_w_{}, tap_offset_{};
+};
+
+// sums (T values) streamed to out, exactly; sums left zero.
+template <typename T>
+inline void stream_sums(float* sums, T* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    store_lanes(out + i, Vec::loadu(sums + i), kLanes, /*stream=*/true);
+    Vec(0.f).store(sums + i);
+  }
+  for (; i < n; ++i) {
+    out[i] = static_cast<T>(sums[i]);
+    sums[i] = 0.f;
+  }
+}
+
+// Planes whose float sums take at most this many bytes are summed in a
+// scratch: half the L2 cache, beside the rows of gradient and argmax.
+constexpr int64_t kScratchMaxBytes = 256 * 1024;
+
+// Each task sums whole planes: NCHW planes, or channels_last images.
+template <typename T, bool kPixels>
+void backward_scatter(const FastBackwardArgs& a) {
+  const Pool2dGeometry& g = a.g;
+  const T* const go = static_cast<const T*>(a.grad_output);
+  T* const gi = static_cast<T*>(a.grad_input);
+  const int64_t C = a.in_l.channels_last ? a.in_l.c : 1;
+  const PlaneScatter<T, kPixels> scatter(g, C);
+  const int64_t plane = g.in_h * g.in_w * C, out_plane = g.out_h * g.out_w * C;
+  const int64_t planes = a.in_l.n * a.in_l.c / C;
+  // The scratch serves outputs that stream (an output that stays in the
+  // cache is as fast to sum in place, without the scratch's extra pass);
+  // streamed whole, every plane starts a cache line.
+  const bool in_scratch = plane * static_cast<int64_t>(sizeof(float)) <= kScratchMaxBytes &&
+                          worth_streaming(gi, planes * plane) &&
+                          plane * static_cast<int64_t>(sizeof(T)) % 64 == 0;
+  at::parallel_for(0, planes, grain_for(plane), [&](int64_t b, int64_t e) {
+    bool valid = true;
+    std::vector<float> sums(in_scratch ? plane : 0);
+    for (int64_t p = b; p < e; ++p) {
+      const T* go_plane = go + p * out_plane;
+      const uint8_t* am_plane = a.argmax + p * out_plane;
+      T* gi_plane = gi + p * plane;
+      if (in_scratch) {
+        valid &= scatter.add(go_plane, am_plane, sums.data());
+        stream_sums(sums.data(), gi_plane, plane);
+      } else {
+        fill_zero(gi_plane, plane);
+        valid &= scatter.add(go_plane, am_plane, gi_plane);
+      }
+    }
+    if (!valid) a.argmax_invalid->store(true, std::memory_order_relaxed);
+    if (in_scratch) stream_fence();
+  });
+}
+
+template <typename T>
+void backward_scatter(const FastBackwardArgs& a) {
+  a.in_l.channels_last ? backward_scatter<T, true>(a) : backward_scatter<T, false>(a);
+}
+
+}  // namespace POOLX_ISA_NAMESPACE
+}  // namespace poolx
