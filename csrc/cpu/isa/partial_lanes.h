@@ -5,6 +5,7 @@
 #pragma once
 
 #include <ATen/cpu/vec/vec.h>
+#include <c10/macros/Macros.h>
 
 #include <cstdint>
 #include <cstring>
@@ -29,7 +30,7 @@ inline __m256i lane_mask_epi32(int64_t n) {
 // The first n (< 8) 16-bit elements, zeros above: whole pairs by a
 // masked 32-bit load (it touches no masked-off byte), an odd last element
 // blended in.
-inline __m128i load_16bit_partial(const void* p, int64_t n) {
+C10_ALWAYS_INLINE __m128i load_16bit_partial(const void* p, int64_t n) {
   const __m128i pairs = _mm_maskload_epi32(static_cast<const int*>(p),
                                            _mm256_castsi256_si128(lane_mask_epi32(n / 2)));
   if (n % 2 == 0) return pairs;
@@ -43,7 +44,7 @@ inline __m128i load_16bit_partial(const void* p, int64_t n) {
 
 // The first n (< 8) lanes of v at p, by 4, 2 and 1: a partial store
 // through at::vec copies a run-time length (a call to memcpy).
-inline void store_first_floats(float* p, __m256 v, int64_t n) {
+C10_ALWAYS_INLINE void store_first_floats(float* p, __m256 v, int64_t n) {
   __m128 part = _mm256_castps256_ps128(v);
   if (n & 4) {
     _mm_storeu_ps(p, part);
@@ -62,7 +63,7 @@ inline void store_first_floats(float* p, __m256 v, int64_t n) {
 // and its twin, which stores the low n bytes: by 4, 2 and 1, since a memcpy
 // of run-time length is a call, and bytes read back from a buffer that
 // memcpy filled wait for its stores to retire.
-inline uint64_t load_first_bytes(const void* p, int64_t n) {
+C10_ALWAYS_INLINE uint64_t load_first_bytes(const void* p, int64_t n) {
   const auto* bytes = static_cast<const char*>(p);
   uint64_t low = 0;
   int64_t at = 0;
@@ -76,7 +77,7 @@ inline uint64_t load_first_bytes(const void* p, int64_t n) {
   return low;
 }
 
-inline void store_first_bytes(void* p, uint64_t low, int64_t n) {
+C10_ALWAYS_INLINE void store_first_bytes(void* p, uint64_t low, int64_t n) {
   auto* bytes = static_cast<char*>(p);
   for (const int64_t width : {4, 2, 1}) {
     if ((n & width) == 0) continue;
@@ -87,7 +88,7 @@ inline void store_first_bytes(void* p, uint64_t low, int64_t n) {
 }
 
 // As store_first_floats, for n (< 8) 16-bit lanes.
-inline void store_first_16bit(void* p, __m128i v, int64_t n) {
+C10_ALWAYS_INLINE void store_first_16bit(void* p, __m128i v, int64_t n) {
   auto* bytes = static_cast<char*>(p);
   if (n & 4) {
     _mm_storel_epi64(reinterpret_cast<__m128i*>(bytes), v);
