@@ -132,8 +132,9 @@ TILED_KERNELS = {
         "max_pool2d_tiled_nchw_forward_kernel<float, 4, true>",
         "max_pool2d_tiled_nchw_forward_kernel<float, 4, false>",
         "max_pool2d_tiled_nchw_forward_kernel<c10::Half, 8, true>",
-        "max_pool2d_tiled_cl_forward_kernel<float, true>",
-        "max_pool2d_tiled_cl_forward_kernel<c10::BFloat16, true>",
+        "cl_forward_kernel<float, 4, true>",
+        "cl_forward_kernel<float, 2, false>",
+        "cl_forward_kernel<c10::BFloat16, 8, true>",
     ],
     "max_pool2d_backward.cu": [
         "tiled_nchw_route_kernel<(Route)0, ArgmaxTaps, float, 4>",
@@ -142,12 +143,17 @@ TILED_KERNELS = {
         "tiled_cl_route_kernel<(Route)0, ArgmaxTaps, float, 4>",
         "tiled_cl_route_kernel<(Route)1, ArgmaxTaps, float, 4>",
         "tiled_cl_route_kernel<(Route)0, ArgmaxTaps, c10::BFloat16, 8>",
+        "tiled_cl_route_kernel<(Route)0, ArgmaxTaps, float, 2>",
+        "cl_gather_kernel<(Route)0, float, 4>",
+        "cl_gather_kernel<(Route)1, c10::BFloat16, 8>",
+        "cl_gather_kernel<(Route)0, float, 2>",
     ],
     "argmax_ops.cu": [
         "tiled_nchw_route_kernel<(Route)2, ArgmaxTaps, unsigned char, 16>",
         "tiled_cl_route_kernel<(Route)2, ArgmaxTaps, unsigned char, 16>",
         "tiled_nchw_route_kernel<(Route)1, IndexTaps, unsigned int, 4>",
         "tiled_cl_route_kernel<(Route)1, IndexTaps, unsigned short, 8>",
+        "cl_gather_kernel<(Route)2, unsigned char, 16>",
     ],
 }
 

@@ -6,6 +6,7 @@
 
 #include <type_traits>
 
+#include "channels_last.cuh"
 #include "cuda_common.cuh"
 #include "launchers.h"
 #include "poolx/element_ops.h"
@@ -108,7 +109,10 @@ cudaError_t argmax_to_mask(const argmax_t* argmax, bool* mask, const Layout4d& a
     // true routed to each window's selected tap, the argmax checked as it is read
     if (try_tiled_route<Route::kOne>(static_cast<const uint8_t*>(nullptr), ArgmaxTaps{argmax},
                                      reinterpret_cast<uint8_t*>(mask), argmax_l, mask_l, g, stream,
-                                     &err)) {
+                                     &err) ||
+        try_cl_gather<Route::kOne>(static_cast<const uint8_t*>(nullptr), argmax,
+                                   reinterpret_cast<uint8_t*>(mask), argmax_l, mask_l, g, stream,
+                                   &err)) {
       return err;
     }
   }

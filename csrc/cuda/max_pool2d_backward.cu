@@ -1,10 +1,12 @@
 // CUDA backward (grad_input from grad_output and the argmax) and unpool by
-// argmax, which routes values the same way. Tiled geometries with a 1-byte
-// argmax take the one-pass tiled routing (tiled_route.cuh); the generic
-// kernel gathers per input element with the shared element function (no
-// atomics, torch's summation order).
+// argmax, which routes values the same way. With a 1-byte argmax, tiled
+// geometries take the one-pass tiled routing (tiled_route.cuh) and other
+// channels_last ones a gather of V channels per thread (channels_last.cuh);
+// the generic kernel gathers per input element with the shared element
+// function. None uses atomics; all sum in torch's order.
 #include <type_traits>
 
+#include "channels_last.cuh"
 #include "cuda_common.cuh"
 #include "launchers.h"
 #include "poolx/element_ops.h"
@@ -21,7 +23,9 @@ cudaError_t max_pool2d_backward(const scalar_t* grad_output, const argmax_t* arg
   if constexpr (std::is_same<argmax_t, uint8_t>::value) {
     cudaError_t err = cudaSuccess;
     if (try_tiled_route<Route::kSum>(grad_output, ArgmaxTaps{argmax}, grad_input, out_l, in_l,
-                                     g, stream, &err)) {
+                                     g, stream, &err) ||
+        try_cl_gather<Route::kSum>(grad_output, argmax, grad_input, out_l, in_l, g, stream,
+                                   &err)) {
       return err;
     }
   }
@@ -42,7 +46,8 @@ cudaError_t max_unpool2d_argmax(const scalar_t* values, const argmax_t* argmax, 
   if constexpr (std::is_same<argmax_t, uint8_t>::value && !std::is_integral<scalar_t>::value) {
     cudaError_t err = cudaSuccess;
     if (try_tiled_route<Route::kCopy>(values, ArgmaxTaps{argmax}, out, values_l, out_l, g,
-                                      stream, &err)) {
+                                      stream, &err) ||
+        try_cl_gather<Route::kCopy>(values, argmax, out, values_l, out_l, g, stream, &err)) {
       return err;
     }
   }

@@ -1,8 +1,10 @@
 // CUDA forward: value (+ argmax, + index) per output. The generic kernel runs the
-// shared element function per output; tiled geometries with a 1-byte argmax
-// take a vectorized fast path when shapes and pointers are aligned for it.
+// shared element function per output; with a 1-byte argmax, channels_last
+// tensors (any geometry) and tiled NCHW ones take vectorized kernels when
+// shapes and pointers are aligned for them.
 #include <type_traits>
 
+#include "channels_last.cuh"
 #include "cuda_common.cuh"
 #include "launchers.h"
 #include "poolx/element_ops.h"
@@ -68,62 +70,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
-// Tiled channels_last: a thread pools V adjacent channels of one output
-// pixel, one vector load per tap. Partial (ceil_mode) windows are fine.
-// Requires C % V == 0.
-template <typename scalar_t, bool kWithArgmax>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
-    max_pool2d_tiled_cl_forward_kernel(const scalar_t* __restrict__ input,
-                                       scalar_t* __restrict__ values,
-                                       uint8_t* __restrict__ argmax,
-                                       int64_t* __restrict__ indices, Layout4d in_l,
-                                       Layout4d out_l, Pool2dGeometry g) {
-  using A = acc_t<scalar_t>;
-  constexpr int V = 16 / sizeof(scalar_t);
-  const PlaneStrides s = in_l.plane_strides();
-  const int64_t total = out_l.numel() / V;
-  for (int64_t t = first_index(); t < total; t += grid_stride()) {
-    const int64_t o = t * V;
-    const Layout4d::Coord p = out_l.coord(o);
-    const int64_t h0 = p.h * g.stride_h, w0 = p.w * g.stride_w;
-    const TapRange rows = window_taps(h0, g.kernel_h, 1, g.in_h);
-    const TapRange cols = window_taps(w0, g.kernel_w, 1, g.in_w);
-    const scalar_t* plane = input + in_l.plane_offset(p.n, p.c);
-    A best[V];
-    uint8_t arg[V];
-#pragma unroll
-    for (int i = 0; i < V; ++i) {
-      best[i] = lowest_value<A>();
-      arg[i] = 0;
-    }
-    for (int64_t kh = rows.begin; kh < rows.end; ++kh) {
-#pragma unroll 1
-      for (int64_t kw = cols.begin; kw < cols.end; ++kw) {
-        scalar_t x[V];
-        load_vectors<V>(plane + (h0 + kh) * s.h + (w0 + kw) * s.w, x);
-        const uint8_t tap = static_cast<uint8_t>(kh * g.kernel_w + kw);
-#pragma unroll
-        for (int i = 0; i < V; ++i) {
-          const A v = static_cast<A>(x[i]);
-          if (replaces_max(v, best[i])) {
-            best[i] = v;
-            arg[i] = tap;
-          }
-        }
-      }
-    }
-    scalar_t out[V];
-#pragma unroll
-    for (int i = 0; i < V; ++i) out[i] = static_cast<scalar_t>(best[i]);
-    store_vectors<V>(values + o, out);
-    if (kWithArgmax) store_vectors<V>(argmax + o, arg);
-    if (kWithArgmax && indices != nullptr) {
-#pragma unroll
-      for (int i = 0; i < V; ++i) indices[o + i] = argmax_to_index_elem(arg[i], g, p.h, p.w);
-    }
-  }
-}
-
 template <typename scalar_t, int V>
 bool nchw_vector_fits(const scalar_t* input, const scalar_t* values, const uint8_t* argmax,
                       const Pool2dGeometry& g) {
@@ -149,21 +95,8 @@ template <typename scalar_t>
 bool try_tiled_forward(const scalar_t* input, scalar_t* values, uint8_t* argmax,
                        int64_t* indices, const Layout4d& in_l, const Layout4d& out_l,
                        const Pool2dGeometry& g, cudaStream_t stream, cudaError_t* err) {
-  if (!is_tiled(g) || in_l.channels_last != out_l.channels_last) return false;
+  if (!is_tiled(g) || in_l.channels_last || out_l.channels_last) return false;
   constexpr int V = 16 / sizeof(scalar_t);
-  if (in_l.channels_last) {
-    if (in_l.c % V != 0 || !aligned(input, 16) || !aligned(values, 16) ||
-        (argmax != nullptr && !aligned(argmax, V))) {
-      return false;
-    }
-    const int64_t work = out_l.numel() / V;
-    *err = argmax != nullptr
-               ? launch(max_pool2d_tiled_cl_forward_kernel<scalar_t, true>, work, stream, input,
-                        values, argmax, indices, in_l, out_l, g)
-               : launch(max_pool2d_tiled_cl_forward_kernel<scalar_t, false>, work, stream,
-                        input, values, argmax, indices, in_l, out_l, g);
-    return true;
-  }
   if (g.kernel_w != 2 || g.out_h * g.kernel_h > g.in_h || g.out_w * 2 > g.in_w) return false;
   if (nchw_vector_fits<scalar_t, V>(input, values, argmax, g)) {
     *err = launch_tiled_nchw<scalar_t, V>(input, values, argmax, indices, in_l, g, stream);
@@ -189,7 +122,8 @@ cudaError_t max_pool2d_forward(const scalar_t* input, scalar_t* values, argmax_t
                                const Pool2dGeometry& g, cudaStream_t stream) {
   if constexpr (kHasTiledPath<scalar_t> && std::is_same<argmax_t, uint8_t>::value) {
     cudaError_t err = cudaSuccess;
-    if (try_tiled_forward(input, values, argmax, indices, in_l, out_l, g, stream, &err)) {
+    if (try_cl_forward(input, values, argmax, indices, in_l, out_l, g, stream, &err) ||
+        try_tiled_forward(input, values, argmax, indices, in_l, out_l, g, stream, &err)) {
       return err;
     }
   }

@@ -138,7 +138,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
 // channels_last: a thread reads V adjacent channels of one window and writes
 // them to every in-bounds tap of it. Requires that the windows cover the
-// input (out_h * kernel_h >= in_h, out_w * kernel_w >= in_w) and C % V == 0;
+// input (out_h * kernel_h >= in_h, out_w * kernel_w >= in_w) and C % V == 0
+// (V: 16 bytes' worth of channels, or 2);
 // partial (ceil_mode) windows are fine.
 template <Route R, typename Taps, typename scalar_t, int V>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
@@ -190,10 +191,15 @@ int tiled_route_lanes(const scalar_t* src, const Taps& taps, const scalar_t* dst
   }
   constexpr int V = 16 / sizeof(scalar_t);
   if (in_l.channels_last) {
-    const bool fits = in_l.c % V == 0 && g.out_h * g.kernel_h >= g.in_h &&
-                      g.out_w * g.kernel_w >= g.in_w && aligned(src, 16) && aligned(dst, 16) &&
-                      aligned(taps.data(), tap_chunk_bytes(V, Taps::kBytes));
-    return fits ? V : 0;
+    if (g.out_h * g.kernel_h < g.in_h || g.out_w * g.kernel_w < g.in_w) return 0;
+    for (int v : {V, 2}) {  // 16 bytes' worth of channels, else 2 (few channels)
+      const int bytes = v * static_cast<int>(sizeof(scalar_t));
+      if (in_l.c % v == 0 && aligned(src, bytes) && aligned(dst, bytes) &&
+          aligned(taps.data(), tap_chunk_bytes(v, Taps::kBytes))) {
+        return v;
+      }
+    }
+    return 0;
   }
   if (g.kernel_w != 2 || g.out_h * g.kernel_h != g.in_h || g.out_w * 2 != g.in_w) return 0;
   for (int v = V; v >= 1 && v >= V / 2; v /= 2) {
@@ -215,8 +221,10 @@ bool try_tiled_route(const scalar_t* src, const Taps& taps, scalar_t* dst, const
   const int lanes = tiled_route_lanes(src, taps, dst, out_l, in_l, g);
   if (lanes == 0) return false;
   if (in_l.channels_last) {
-    *err = launch(tiled_cl_route_kernel<R, Taps, scalar_t, V>, out_l.numel() / V, stream, src,
-                  taps, dst, out_l, in_l, g);
+    *err = lanes == V ? launch(tiled_cl_route_kernel<R, Taps, scalar_t, V>, out_l.numel() / V,
+                               stream, src, taps, dst, out_l, in_l, g)
+                      : launch(tiled_cl_route_kernel<R, Taps, scalar_t, 2>, out_l.numel() / 2,
+                               stream, src, taps, dst, out_l, in_l, g);
     return true;
   }
   const int64_t planes = out_l.n * out_l.c, rows = planes * g.out_h;

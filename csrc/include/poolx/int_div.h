@@ -10,11 +10,14 @@ namespace poolx {
 
 // nvcc compiles a 64-bit `/` into a call to a division routine, and ptxas
 // reports the registers saved around that call as spills. On the device this
-// divides in 32 bits when both operands fit (every in-plane index, every
-// offset below 2^32) and otherwise by long division, which needs no call.
+// shifts where b is a power of two (a dilation or stride of 1 or 2, many
+// channel counts and widths), divides in 32 bits when both operands fit
+// (every in-plane index, every offset below 2^32) and otherwise by long
+// division, which needs no call.
 POOLX_HD int64_t div_nonneg(int64_t a, int64_t b) {
 #ifdef __CUDA_ARCH__
   const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
+  if ((ub & (ub - 1)) == 0) return static_cast<int64_t>(ua >> (__ffsll(b) - 1));
   if (((ua | ub) >> 32) == 0) {
     return static_cast<uint32_t>(ua) / static_cast<uint32_t>(ub);
   }
