@@ -29,9 +29,9 @@ BUGS = {
         "arg[i] = static_cast<uint8_t>(kh * kW + kw);",
         "arg[i] = static_cast<uint8_t>(kw * kW + kh);"),
     "the alignment check of the channels_last kernels removed": (
-        "csrc/cuda/channels_last.cuh",
-        "for (const void* p : elements) fits = fits && aligned(p, v * sizeof(scalar_t));",
-        "for (const void* p : elements) fits = fits && p == p;"),
+        "csrc/cuda/tiled_route.cuh",
+        "fits = fits && aligned(p, v * static_cast<int>(sizeof(scalar_t)));",
+        "fits = fits && p == p;"),
     "atomicMax replaced by a plain store (unpool by indices)": (
         "csrc/cuda/argmax_ops.cu",
         "atomicMax(winner + o, static_cast<Key>(ih * vs.h + iw * vs.w + 1));",

@@ -9,7 +9,6 @@
 
 #include <c10/macros/Macros.h>
 
-#include <initializer_list>
 #include <type_traits>
 
 #include "cuda_common.cuh"
@@ -156,19 +155,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
-// Channels per thread for the channels_last kernels over `l` (both tensors
-// channels_last, every pointer aligned for V-element vectors, the argmax for
-// V bytes): 16 bytes' worth where C allows, else 2, else 0 (none apply).
+// Channels per thread for the channels_last kernels (channel_lanes), or 0
+// where they do not apply: a tensor not channels_last, or a window of more
+// taps than a 1-byte argmax names.
 template <typename scalar_t>
 int cl_lanes(const Layout4d& a, const Layout4d& b, const Pool2dGeometry& g,
              std::initializer_list<const void*> elements, const void* argmax) {
   if (!a.channels_last || !b.channels_last || g.kernel_h * g.kernel_w > 256) return 0;
-  for (int v : {static_cast<int>(16 / sizeof(scalar_t)), 2}) {
-    bool fits = a.c % v == 0 && (argmax == nullptr || aligned(argmax, v));
-    for (const void* p : elements) fits = fits && aligned(p, v * sizeof(scalar_t));
-    if (fits) return v;
-  }
-  return 0;
+  return channel_lanes<scalar_t>(a, elements, argmax, /*tap_bytes=*/1);
 }
 
 // The forward over channels_last tensors with a 1-byte argmax (or none), if
@@ -177,33 +171,26 @@ template <typename scalar_t>
 bool try_cl_forward(const scalar_t* input, scalar_t* values, uint8_t* argmax, int64_t* indices,
                     const Layout4d& in_l, const Layout4d& out_l, const Pool2dGeometry& g,
                     cudaStream_t stream, cudaError_t* err) {
-  constexpr int V = 16 / sizeof(scalar_t);
   const int lanes = cl_lanes<scalar_t>(in_l, out_l, g, {input, values}, argmax);
   if (lanes == 0) return false;
-  const int64_t work = out_l.numel() / lanes;
-  if (argmax == nullptr) {
-    *err = lanes == V ? launch(cl_forward_kernel<scalar_t, V, false>, work, stream, input, values,
-                               argmax, indices, in_l, out_l, g)
-                      : launch(cl_forward_kernel<scalar_t, 2, false>, work, stream, input, values,
-                               argmax, indices, in_l, out_l, g);
-  } else {
-    *err = lanes == V ? launch(cl_forward_kernel<scalar_t, V, true>, work, stream, input, values,
-                               argmax, indices, in_l, out_l, g)
-                      : launch(cl_forward_kernel<scalar_t, 2, true>, work, stream, input, values,
-                               argmax, indices, in_l, out_l, g);
-  }
+  *err = with_lanes<scalar_t>(lanes, [&](auto v) {
+    constexpr int kV = decltype(v)::value;
+    return argmax == nullptr
+               ? launch(cl_forward_kernel<scalar_t, kV, false>, out_l.numel() / kV, stream, input,
+                        values, argmax, indices, in_l, out_l, g)
+               : launch(cl_forward_kernel<scalar_t, kV, true>, out_l.numel() / kV, stream, input,
+                        values, argmax, indices, in_l, out_l, g);
+  });
   return true;
 }
 
-// The gather (R) from pooled-shaped `src` (unused for kOne) into input-shaped
+// The gather (R) from pooled-shaped `src` (null for kOne) into input-shaped
 // `dst`, if cl_lanes finds lanes; returns false if it does not.
 template <Route R, typename scalar_t>
 bool try_cl_gather(const scalar_t* src, const uint8_t* argmax, scalar_t* dst,
                    const Layout4d& out_l, const Layout4d& in_l, const Pool2dGeometry& g,
                    cudaStream_t stream, cudaError_t* err) {
-  constexpr int V = 16 / sizeof(scalar_t);
-  const int lanes = R == Route::kOne ? cl_lanes<scalar_t>(out_l, in_l, g, {dst}, argmax)
-                                     : cl_lanes<scalar_t>(out_l, in_l, g, {src, dst}, argmax);
+  const int lanes = cl_lanes<scalar_t>(out_l, in_l, g, {src, dst}, argmax);
   if (lanes == 0) return false;
   // A window with no tap inside the input (only dilation makes one) is no
   // pixel's to check: the check pass covers every byte first.
@@ -211,11 +198,11 @@ bool try_cl_gather(const scalar_t* src, const uint8_t* argmax, scalar_t* dst,
     *err = check_argmax(argmax, out_l, g, stream);
     if (*err != cudaSuccess) return true;
   }
-  const int64_t work = in_l.numel() / lanes;
-  *err = lanes == V ? launch(cl_gather_kernel<R, scalar_t, V>, work, stream, src, argmax, dst,
-                             out_l, in_l, g)
-                    : launch(cl_gather_kernel<R, scalar_t, 2>, work, stream, src, argmax, dst,
-                             out_l, in_l, g);
+  *err = with_lanes<scalar_t>(lanes, [&](auto v) {
+    constexpr int kV = decltype(v)::value;
+    return launch(cl_gather_kernel<R, scalar_t, kV>, in_l.numel() / kV, stream, src, argmax, dst,
+                  out_l, in_l, g);
+  });
   return true;
 }
 

@@ -9,6 +9,9 @@
 
 #include <c10/macros/Macros.h>
 
+#include <initializer_list>
+#include <type_traits>
+
 #include "cuda_common.cuh"
 #include "poolx/element_ops.h"
 
@@ -179,6 +182,28 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 // Alignment that loads of v taps of tap_bytes each need (chunks of at most 16 bytes).
 inline int tap_chunk_bytes(int v, int tap_bytes) { return std::min(v * tap_bytes, 16); }
 
+// Channels per thread along C of channels_last tensors like `l`: 16 bytes'
+// worth where C allows, else 2 (few channels), else 0; every pointer of
+// `elements` (null ones pass) aligned for that many elements, `taps` for as
+// many taps of tap_bytes each.
+template <typename scalar_t>
+int channel_lanes(const Layout4d& l, std::initializer_list<const void*> elements,
+                  const void* taps, int tap_bytes) {
+  for (int v : {static_cast<int>(16 / sizeof(scalar_t)), 2}) {
+    bool fits = l.c % v == 0 && aligned(taps, tap_chunk_bytes(v, tap_bytes));
+    for (const void* p : elements) fits = fits && aligned(p, v * static_cast<int>(sizeof(scalar_t)));
+    if (fits) return v;
+  }
+  return 0;
+}
+
+// f(std::integral_constant<int, lanes>{}) for lanes that channel_lanes chose.
+template <typename scalar_t, typename F>
+cudaError_t with_lanes(int lanes, F&& f) {
+  constexpr int V = 16 / sizeof(scalar_t);
+  return lanes == V ? f(std::integral_constant<int, V>{}) : f(std::integral_constant<int, 2>{});
+}
+
 // The lanes (windows or channels per thread) of the tiled routing from `src`
 // (pooled-shaped; unused for kOne) to `dst` (input-shaped), or 0 where it does
 // not apply. Windows must have fewer than 255 taps.
@@ -192,14 +217,7 @@ int tiled_route_lanes(const scalar_t* src, const Taps& taps, const scalar_t* dst
   constexpr int V = 16 / sizeof(scalar_t);
   if (in_l.channels_last) {
     if (g.out_h * g.kernel_h < g.in_h || g.out_w * g.kernel_w < g.in_w) return 0;
-    for (int v : {V, 2}) {  // 16 bytes' worth of channels, else 2 (few channels)
-      const int bytes = v * static_cast<int>(sizeof(scalar_t));
-      if (in_l.c % v == 0 && aligned(src, bytes) && aligned(dst, bytes) &&
-          aligned(taps.data(), tap_chunk_bytes(v, Taps::kBytes))) {
-        return v;
-      }
-    }
-    return 0;
+    return channel_lanes<scalar_t>(in_l, {src, dst}, taps.data(), Taps::kBytes);
   }
   if (g.kernel_w != 2 || g.out_h * g.kernel_h != g.in_h || g.out_w * 2 != g.in_w) return 0;
   for (int v = V; v >= 1 && v >= V / 2; v /= 2) {
@@ -221,10 +239,10 @@ bool try_tiled_route(const scalar_t* src, const Taps& taps, scalar_t* dst, const
   const int lanes = tiled_route_lanes(src, taps, dst, out_l, in_l, g);
   if (lanes == 0) return false;
   if (in_l.channels_last) {
-    *err = lanes == V ? launch(tiled_cl_route_kernel<R, Taps, scalar_t, V>, out_l.numel() / V,
-                               stream, src, taps, dst, out_l, in_l, g)
-                      : launch(tiled_cl_route_kernel<R, Taps, scalar_t, 2>, out_l.numel() / 2,
-                               stream, src, taps, dst, out_l, in_l, g);
+    *err = with_lanes<scalar_t>(lanes, [&](auto v) {
+      return launch(tiled_cl_route_kernel<R, Taps, scalar_t, decltype(v)::value>,
+                    out_l.numel() / lanes, stream, src, taps, dst, out_l, in_l, g);
+    });
     return true;
   }
   const int64_t planes = out_l.n * out_l.c, rows = planes * g.out_h;
