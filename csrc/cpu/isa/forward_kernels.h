@@ -192,15 +192,17 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
             }
           }
         };
-        // A general window reads one cache line of each tap's channels per
-        // pass: a pass of fewer bytes works out each tap's address and index
-        // for less, one of more (four AVX-512 float32 vectors) reads the taps'
+        // One cache line of each tap's channels per pass over the window: a
+        // pass of fewer bytes works out each tap's address and index for
+        // less, one of more (four AVX-512 float32 vectors) reads the taps'
         // streams in strides the prefetchers follow worse (1.3-2x slower at
-        // 128-480 channels). (The four taps of a tiled 2x2 window cost little
-        // to address and prefetch best vector by vector.)
+        // 128-480 channels). The four taps of a tiled 2x2 window cost little
+        // to address, and vectors of 32 bytes or more go one by one there;
+        // 16-byte ones (16-bit types on AVX2) still gain by whole lines.
+        constexpr int64_t kVectorBytes = kLanes * static_cast<int64_t>(sizeof(T));
         constexpr int64_t kGroup =
-            std::max<int64_t>(1, 64 / (kLanes * static_cast<int64_t>(sizeof(T))));
-        for (; !kTile2x2 && c0 + kGroup * kLanes <= C; c0 += kGroup * kLanes) {
+            kTile2x2 && kVectorBytes >= 32 ? 1 : std::max<int64_t>(1, 64 / kVectorBytes);
+        for (; kGroup > 1 && c0 + kGroup * kLanes <= C; c0 += kGroup * kLanes) {
           pool_vectors(c0, std::integral_constant<int64_t, kGroup>{}, kLanes);
         }
         for (; c0 < C; c0 += kLanes) {
