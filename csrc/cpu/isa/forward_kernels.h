@@ -12,6 +12,7 @@
 #include "poolx/elements.h"
 #include "stream_stores.h"
 #include "argmax_lanes.h"
+#include "tap_sweeps.h"
 
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
@@ -108,8 +109,10 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
   // a time), not a whole row later: the index stores then overlap the
   // input's loads instead of following them in a burst of their own.
   const int64_t index_group = std::max<int64_t>(1, 256 / C);
+  const bool sweep_taps = TapSweeps<kArgmax>::applies(C);
   at::parallel_for(0, rows, grain_for(g.out_w * C * g.kernel_h * g.kernel_w), [=](int64_t b,
                                                                                   int64_t e) {
+    TapSweeps<kArgmax> sweeps;
     const auto pool_row = [&](int64_t r) {
       const int64_t oh = r % g.out_h;
       const T* image = in + (r / g.out_h) * image_stride;
@@ -152,6 +155,13 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
             }
           }
         };
+        if constexpr (kTile2x2 && std::is_same_v<T, float>) {
+          if (sweep_taps) {
+            sweeps.pool(image + h0 * row_stride + w0 * C, C, row_stride, out + o,
+                        kArgmax ? argmax + o : nullptr, stream, stream_argmax);
+            continue;
+          }
+        }
         int64_t c0 = 0;
         if constexpr (kSplitsPairsByShift<T>) {
           // 2 * kLanes channels per load, as even and odd channels (the max is
