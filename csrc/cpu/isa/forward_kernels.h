@@ -202,18 +202,26 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
             }
           }
         };
-        // One cache line of each tap's channels per pass over the window: a
-        // pass of fewer bytes works out each tap's address and index for
-        // less, one of more (four AVX-512 float32 vectors) reads the taps'
-        // streams in strides the prefetchers follow worse (1.3-2x slower at
-        // 128-480 channels). The four taps of a tiled 2x2 window cost little
-        // to address, and vectors of 32 bytes or more go one by one there;
-        // 16-byte ones (16-bit types on AVX2) still gain by whole lines.
+        // Pixels of up to 256 bytes in a general window go four vectors per
+        // pass (one pass for 64 float32 channels on AVX-512): their taps lie
+        // close together, and fewer passes over them save the per-tap work.
+        // Wider pixels go one cache line of each tap's channels per pass: four
+        // AVX-512 float32 vectors read the taps' streams in strides the
+        // prefetchers follow worse (1.3-2x slower at 128-480 channels). The
+        // four taps of a tiled 2x2 window cost little to address, and vectors
+        // of 32 bytes or more go one by one there; 16-byte ones (16-bit types
+        // on AVX2) still gain by whole lines.
         constexpr int64_t kVectorBytes = kLanes * static_cast<int64_t>(sizeof(T));
-        constexpr int64_t kGroup =
+        constexpr int64_t kLine =
             kTile2x2 && kVectorBytes >= 32 ? 1 : std::max<int64_t>(1, 64 / kVectorBytes);
-        for (; kGroup > 1 && c0 + kGroup * kLanes <= C; c0 += kGroup * kLanes) {
-          pool_vectors(c0, std::integral_constant<int64_t, kGroup>{}, kLanes);
+        if constexpr (!kTile2x2) {
+          for (; C * static_cast<int64_t>(sizeof(T)) <= 256 && c0 + 4 * kLanes <= C;
+               c0 += 4 * kLanes) {
+            pool_vectors(c0, std::integral_constant<int64_t, 4>{}, kLanes);
+          }
+        }
+        for (; kLine > 1 && c0 + kLine * kLanes <= C; c0 += kLine * kLanes) {
+          pool_vectors(c0, std::integral_constant<int64_t, kLine>{}, kLanes);
         }
         for (; c0 < C; c0 += kLanes) {
           pool_vectors(c0, std::integral_constant<int64_t, 1>{}, std::min(kLanes, C - c0));
