@@ -23,7 +23,8 @@ GEOMETRIES = [
 ]
 # (1, 16, 6, 32): rows of whole 16-element groups, which return_indices
 # writes by streaming stores (with the `stores` fixture); (1, 72, 7, 9):
-# channels_last pixels of whole cache-line groups of vectors and a partial one;
+# channels_last pixels of whole groups of vectors (four, or a cache line's)
+# and a partial one;
 # (1, 136, 4, 7): float32 pixels that 2x2 windows sweep tap by tap, ending
 # with a partial vector
 SHAPES = [(2, 3, 9, 37), (1, 1, 33, 70), (1, 19, 6, 7), (2, 40, 5, 34), (1, 16, 6, 32),
