@@ -8,7 +8,7 @@ work as with torch's max_pool2d. Every other call goes to the ops directly
 
 import torch
 
-from poolx._library import ops
+from poolx._library import _C, ops
 
 _NO_GRADS = (None,) * 5  # kernel_size, stride, padding, dilation, ceil_mode
 
@@ -217,15 +217,29 @@ def _transformed():
     )
 
 
+_fast_ops = {}  # op overload -> its number for _C.call
+
+
 def _call(op, function, tensor, *args):
     """op(tensor, *args), through the autograd.Function where its forward-mode
     or vmap rule may be needed. Everything else goes to the op, whose C++
     autograd serves reverse mode without Python and passes an untracked call
-    straight to the kernel. Dynamo cannot trace a Function with a jvp, so
+    straight to the kernel: through _C.call (csrc/module.cpp), the same
+    dispatcher without torch.ops' argument parsing, unless a torch function
+    mode is on or an argument is of a type it does not take (a tensor
+    subclass). Dynamo cannot trace a Function with a jvp, nor _C.call, so
     compiled code always calls the op. op is an overload (.default): the
     packet would resolve the overload again on every call."""
-    if not torch.compiler.is_compiling() and _transformed():
-        return function.apply(tensor, *args)
+    if not torch.compiler.is_compiling():
+        if _transformed():
+            return function.apply(tensor, *args)
+        if not torch._C._is_torch_function_mode_enabled():
+            number = _fast_ops.get(op)
+            if number is None:
+                number = _fast_ops[op] = _C.find_op(op.name())
+            result = _C.call(number, tensor, *args)
+            if result is not NotImplemented:
+                return result
     return op(tensor, *args)
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Compiles every C++ source of the CPU build (all but the Python module stub)
-# for aarch64 with Debian's cross compiler (g++-aarch64-linux-gnu), against the
+# Compiles every C++ source of the CPU build (all but the Python module,
+# csrc/module.cpp, which needs Python's headers) for aarch64 with Debian's
+# cross compiler (g++-aarch64-linux-gnu), against the
 # installed torch's headers: the x86 fast paths must stay behind their guards
 # and the portable code must build where at::vec means NEON. Objects only; no
 # link (that would need an aarch64 libtorch).
