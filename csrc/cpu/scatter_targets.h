@@ -119,7 +119,19 @@ struct ArgmaxTargets {
     // the last tap of the last window
     zero_until((h0 + (g.kernel_h - 1) * g.dilation_h) * g.in_w +
                (pw + pixels - 1) * g.stride_w - g.pad_w + (g.kernel_w - 1) * g.dilation_w);
+    // Without dilation every window has a tap inside the input, and the
+    // checked argmax names one: its offset from the window's first tap, as
+    // inside, lands in the plane (no division per window).
+    const bool undilated = taps != nullptr && g.dilation_h == 1 && g.dilation_w == 1;
     const auto border = [&](int64_t i) {
+      if (undilated) {
+        const int64_t first_tap = h0 * g.in_w + (pw + i) * g.stride_w - g.pad_w;
+        for (int64_t c = 0; c < channels; ++c) {
+          const auto tap = static_cast<uint8_t>(a[i * channels + c]);
+          place(i * channels + c, c, first_tap + taps->offset[tap]);
+        }
+        return;
+      }
       for (int64_t c = 0; c < channels; ++c) {
         const int64_t v = static_cast<int64_t>(a[i * channels + c]);
         const int64_t h = h0 + v / g.kernel_w * g.dilation_h;
