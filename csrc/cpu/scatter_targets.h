@@ -81,6 +81,11 @@ struct ArgmaxTargets {
   const TapTable* taps;  // null: an int32 argmax, decoded by division
   const ArgmaxRule* rule;
   std::atomic<bool>* invalid;
+  // the windows lying wholly inside the input, along each axis
+  TapRange inside_h = interior_outputs(g.in_h, g.out_h, g.kernel_h, g.stride_h, g.pad_h,
+                                       g.dilation_h);
+  TapRange inside_w = interior_outputs(g.in_w, g.out_w, g.kernel_w, g.stride_w, g.pad_w,
+                                       g.dilation_w);
   mutable bool row_checked = false, row_valid = true;
 
   // window row ph, its values from `offset`, `channels` a window
@@ -96,13 +101,9 @@ struct ArgmaxTargets {
     const int64_t h0 = ph * g.stride_h - g.pad_h;
     // the windows lying inside the input: [begin, end)
     int64_t begin = 0, end = 0;
-    const int64_t room = g.in_w - 1 - (g.kernel_w - 1) * g.dilation_w + g.pad_w;
-    if (taps != nullptr && room >= 0 && h0 >= 0 &&
-        h0 + (g.kernel_h - 1) * g.dilation_h < g.in_h) {
-      const int64_t first_pw = ceil_div_nonneg(g.pad_w, g.stride_w);  // the window starts >= 0
-      const int64_t last_pw = div_nonneg(room, g.stride_w);           // and ends < in_w
-      begin = std::clamp<int64_t>(first_pw - pw, 0, pixels);
-      end = std::clamp<int64_t>(last_pw + 1 - pw, begin, pixels);
+    if (taps != nullptr && ph >= inside_h.begin && ph < inside_h.end) {
+      begin = std::clamp<int64_t>(inside_w.begin - pw, 0, pixels);
+      end = std::clamp<int64_t>(inside_w.end - pw, begin, pixels);
     }
     // windows [i0, i1) outside [begin, end): not wholly inside
     const auto border_valid = [&](int64_t i0, int64_t i1) {
