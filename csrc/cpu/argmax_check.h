@@ -121,6 +121,29 @@ class ArgmaxRule {
     return windows_valid(a, oh, 0, g_.out_w, channels);
   }
 
+  // Whether rows [oh, oh + nchw_check_rows()) of an NCHW plane (or fewer, at
+  // its end) are valid, their values from `a`: value < taps for all of them
+  // in one pass (the whole check inside the input), then the windows that
+  // reach past the input. NCHW rows are short (tens of windows): checked one
+  // by one, the calls cost a third of a small backward.
+  template <typename argmax_t>
+  bool nchw_rows_valid(const argmax_t* a, int64_t oh) const {
+    const int64_t end = std::min(g_.out_h, oh + nchw_check_rows());
+    if (!all_below(a, (end - oh) * g_.out_w, taps_)) return false;
+    bool ok = true;
+    for (; oh < end; ++oh, a += g_.out_w) {
+      if (!whole_row(rows_[oh])) {
+        ok &= windows_valid(a, oh, 0, g_.out_w, 1, /*below_taps=*/true);
+        continue;
+      }
+      for (const int64_t ow : edge_cols_) ok &= one_in_rect(a[ow], rows_[oh], cols_[ow]);
+    }
+    return ok;
+  }
+
+  // The NCHW rows that nchw_rows_valid checks together: about 4096 values.
+  int64_t nchw_check_rows() const { return std::max<int64_t>(1, 4096 / g_.out_w); }
+
  private:
   bool whole_row(TapRange rows) const { return rows.begin == 0 && rows.end == g_.kernel_h; }
 

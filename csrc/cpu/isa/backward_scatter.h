@@ -71,7 +71,11 @@ class PlaneScatter {
       sum = add_rounded<T>(sum, static_cast<float>(go[o]));
     };
     for (int64_t oh = 0; oh < g.out_h; ++oh, go += g.out_w * C, am += g.out_w * C) {
-      valid &= rule_.row_valid(am, C, oh);
+      if constexpr (kPixels) {
+        valid &= rule_.row_valid(am, C, oh);
+      } else if (oh % rule_.nchw_check_rows() == 0) {
+        valid &= rule_.nchw_rows_valid(am, oh);
+      }
       const int64_t h0 = oh * g.stride_h - g.pad_h;
       const auto add_checked = [&](int64_t ow_begin, int64_t ow_end) {
         for (int64_t o = ow_begin * C; o < ow_end * C; ++o) {
