@@ -70,9 +70,10 @@ struct IndexTargets {
 // with no tap inside the input places nothing. A group holding a value that
 // names no tap of its window inside the input (argmax_check.h) sets *invalid
 // and places nothing, as the tap table trusts the values it looks up: each
-// row of windows is checked as it starts (NCHW: a block of rows). A window inside
-// the input adds its tap's offset in the plane to its first tap's pixel;
-// only windows at the border check rows and columns.
+// row of windows is checked as it starts (NCHW: a block of rows). A window
+// adds its tap's offset in the plane to its first tap's pixel; only windows
+// at the border of a dilated pooling, or with an int32 argmax, check rows and
+// columns.
 template <typename argmax_t>
 struct ArgmaxTargets {
   const argmax_t* argmax;
