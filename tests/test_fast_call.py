@@ -134,3 +134,27 @@ def test_errors_are_torch_ops_errors():
         with pytest.raises(type(expected.value)) as got:
             _C.call(number_of(op), *args)
         assert str(got.value) == str(expected.value), op
+
+
+def test_threads_share_the_road(monkeypatch):
+    """Threads call the ops at once, each op's number looked up by several of
+    them first (the GIL is released inside each call)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from poolx import _functions
+
+    monkeypatch.setattr(_functions, "_fast_ops", {})
+    inputs = [random_values((2, 4, 12, 10), torch.float32) for _ in range(8)]
+
+    def work(x):
+        for _ in range(20):
+            values, argmax = poolx.max_pool2d_with_argmax(x, 3, 2, 1)
+            expected = torch.nn.functional.max_pool2d(x, 3, 2, 1)
+            torch.testing.assert_close(values, expected, rtol=0, atol=0, equal_nan=True)
+            mask = poolx.argmax_to_mask(argmax, x.shape[-2:], 3, 2, 1)
+            assert torch.equal(mask, poolx.max_unpool2d_argmax(
+                torch.ones_like(values), argmax, x.shape[-2:], 3, 2, 1).bool())
+        return True
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert all(pool.map(work, inputs))
