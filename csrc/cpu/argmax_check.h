@@ -75,6 +75,8 @@ class ArgmaxRule {
   bool whole_col(int64_t ow) const {
     return ow >= interior_cols_.begin && ow < interior_cols_.end;
   }
+  // The columns of windows that lie wholly inside the input along W.
+  TapRange interior_cols() const { return interior_cols_; }
   // The columns of windows that reach past the input along W.
   const std::vector<int64_t>& edge_cols() const { return edge_cols_; }
   // Whether one value of window (oh, ow) is valid.

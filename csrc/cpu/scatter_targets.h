@@ -81,11 +81,6 @@ struct ArgmaxTargets {
   const TapTable* taps;  // null: an int32 argmax, decoded by division
   const ArgmaxRule* rule;
   std::atomic<bool>* invalid;
-  // the windows lying wholly inside the input, along each axis
-  TapRange inside_h = interior_outputs(g.in_h, g.out_h, g.kernel_h, g.stride_h, g.pad_h,
-                                       g.dilation_h);
-  TapRange inside_w = interior_outputs(g.in_w, g.out_w, g.kernel_w, g.stride_w, g.pad_w,
-                                       g.dilation_w);
   mutable bool row_valid = true;
 
   // window row ph, its values from `offset`, `channels` a window
@@ -104,9 +99,10 @@ struct ArgmaxTargets {
     const int64_t h0 = ph * g.stride_h - g.pad_h;
     // the windows lying inside the input: [begin, end)
     int64_t begin = 0, end = 0;
-    if (taps != nullptr && ph >= inside_h.begin && ph < inside_h.end) {
-      begin = std::clamp<int64_t>(inside_w.begin - pw, 0, pixels);
-      end = std::clamp<int64_t>(inside_w.end - pw, begin, pixels);
+    if (taps != nullptr && rule->whole_row(ph)) {
+      const TapRange inside = rule->interior_cols();
+      begin = std::clamp<int64_t>(inside.begin - pw, 0, pixels);
+      end = std::clamp<int64_t>(inside.end - pw, begin, pixels);
     }
     if (!row_valid) {
       invalid->store(true, std::memory_order_relaxed);
