@@ -13,6 +13,7 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace {
@@ -23,7 +24,7 @@ std::vector<c10::OperatorHandle>& op_handles() {
 }
 
 // find_op(name) -> the number that call() takes for the op `name` ("poolx::..."),
-// one that returns tensors.
+// one that returns tensors; the same number for the same op.
 PyObject* find_op(PyObject*, PyObject* name) {
   HANDLE_TH_ERRORS
   const char* text = PyUnicode_AsUTF8(name);
@@ -33,8 +34,10 @@ PyObject* find_op(PyObject*, PyObject* name) {
     TORCH_CHECK(result.type()->kind() == c10::TypeKind::TensorType, "find_op: ", text,
                 " returns a ", result.type()->str(), "; call() returns only tensors");
   }
-  op_handles().push_back(op);
-  return PyLong_FromSsize_t(static_cast<Py_ssize_t>(op_handles().size()) - 1);
+  auto& handles = op_handles();
+  auto found = std::find(handles.begin(), handles.end(), op);
+  if (found == handles.end()) found = handles.insert(handles.end(), op);
+  return PyLong_FromSsize_t(found - handles.begin());
   END_HANDLE_TH_ERRORS
 }
 
