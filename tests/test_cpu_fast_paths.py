@@ -67,7 +67,7 @@ def test_matches_torch(geometry, dtype, channels_last, stores):
             check_case(shape, dtype, channels_last, geometry, ceil_mode)
 
 
-@pytest.mark.parametrize("channels", [1, 2, 3, 4, 8, 10, 16])
+@pytest.mark.parametrize("channels", [1, 2, 3, 4, 8, 10, 16, 20])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_channels_last_few_channels(channels, dtype, stores):
     # C of 1 and 2 vectorize along the (W * C) row; up to 16 bfloat16 channels

@@ -27,7 +27,12 @@ inline void route_channels(const T* grad, const uint8_t* argmax, T* window, int6
                            int64_t kh, int64_t kernel_w, SeenArgmax& seen, bool stream) {
   // with kSpill one vector and no channel loop, which kept the compiler from
   // unrolling the taps
-  for (int64_t c0 = 0; c0 < (kSpill ? 1 : C); c0 += kLanes) {
+  // A pixel of kLanes channels or more ends on a whole vector that overlaps
+  // the one before it (those lanes routed twice, to the same values) instead
+  // of a partial vector, which AVX2 loads and stores piece by piece.
+  const bool whole = !kSpill && C >= kLanes;
+  for (int64_t c = 0; c < (kSpill ? 1 : C); c += kLanes) {
+    const int64_t c0 = whole ? std::min(c, C - kLanes) : c;
     const int64_t n = kSpill ? C : std::min(kLanes, C - c0);
     const Vec g = load_float(grad + c0, n);
     const Vec am = load_argmax(argmax + c0, n);
