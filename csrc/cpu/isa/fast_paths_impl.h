@@ -69,8 +69,8 @@ constexpr int64_t kGatherMinChannels = 64;
 
 // channels_last windows that tile the input, pixels of a few channels that
 // fill no whole vector: on AVX2 (an AMD EPYC) a scatter per image sums them
-// faster than routing each pixel by vectors, for float32 below two vectors
-// of channels, for 16-bit types below half of one.
+// faster than routing each pixel by vectors: float32 below two vectors of
+// channels, 16-bit types up to half of one.
 template <typename T>
 inline bool scatters_few_channels(int64_t C) {
 #if defined(CPU_CAPABILITY_AVX2)
