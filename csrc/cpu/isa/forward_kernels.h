@@ -102,6 +102,7 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
   const int64_t dilation_h = kTile2x2 ? 1 : g.dilation_h, dilation_w = kTile2x2 ? 1 : g.dilation_w;
   const int64_t row_stride = g.in_w * C, image_stride = g.in_h * row_stride;
   const bool prefetch = worth_prefetching<T>(a.in_l.numel());
+  constexpr int64_t kVectorBytes = kLanes * static_cast<int64_t>(sizeof(T));
   const IndexRows* const index_rows = kArgmax ? a.index_rows : nullptr;
   // argmax rows read back for the indices stay in the cache
   const bool stream_argmax = stream && index_rows == nullptr;
@@ -131,10 +132,11 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
         const int64_t o = (r * g.out_w + ow) * C;
         const int64_t first_tap = taps_h.begin * kernel_w + taps_w.begin;
         // visit(p, tap, first) for each tap of the window, p at its channel
-        // c0; `first` (a std::bool_constant) is true for a tap that may start
-        // the running max instead of being compared with -inf: the first
-        // tap of a tiled window, whose four taps are spelled out.
-        const auto for_each_tap = [&](int64_t c0, auto&& visit) {
+        // c0, of which the pass reads pass_bytes; `first` (a
+        // std::bool_constant) is true for a tap that may start the running
+        // max instead of being compared with -inf: the first tap of a tiled
+        // window, whose four taps are spelled out.
+        const auto for_each_tap = [&](int64_t c0, int64_t pass_bytes, auto&& visit) {
           if constexpr (kTile2x2) {
             const T* p = image + h0 * row_stride + w0 * C + c0;
             if (prefetch) {
@@ -149,7 +151,12 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
               const T* row = image + (h0 + kh * dilation_h) * row_stride + c0;
               for (int64_t kw = taps_w.begin; kw < taps_w.end; ++kw) {
                 const T* p = row + (w0 + kw * dilation_w) * C;
-                if (prefetch) prefetch_ahead(p);
+                if (prefetch) {
+                  // every line the pass reads, not only the first: the
+                  // hardware prefetcher alone leaves the others to miss
+                  const char* bytes = reinterpret_cast<const char*>(p);
+                  for (int64_t at = 0; at < pass_bytes; at += 64) prefetch_ahead(bytes + at);
+                }
                 visit(p, kh * kernel_w + kw, std::false_type{});
               }
             }
@@ -168,7 +175,7 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
           // lane-wise, so their order matters only when stored)
           for (; c0 + 2 * kLanes <= C; c0 += 2 * kLanes) {
             RunningMax<kArgmax> even(first_tap), odd(first_tap);
-            for_each_tap(c0, [&](const T* p, int64_t tap, auto first) {
+            for_each_tap(c0, 2 * kVectorBytes, [&](const T* p, int64_t tap, auto first) {
               const auto [e, od] = load_even_odd(p, 2 * kLanes);
               even.take(e, tap, first);
               odd.take(od, tap, first);
@@ -189,7 +196,7 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
           constexpr int64_t kCount = decltype(count)::value;
           const auto lanes = [&](int64_t j) { return j + 1 < kCount ? kLanes : n; };
           auto best = running_maxima<kArgmax>(first_tap, std::make_index_sequence<kCount>{});
-          for_each_tap(c0, [&](const T* p, int64_t tap, auto first) {
+          for_each_tap(c0, kCount * kVectorBytes, [&](const T* p, int64_t tap, auto first) {
             for (int64_t j = 0; j < kCount; ++j) {
               best[j].take(load_float(p + j * kLanes, lanes(j)), tap, first);
             }
@@ -211,7 +218,6 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
         // four taps of a tiled 2x2 window cost little to address, and vectors
         // of 32 bytes or more go one by one there; 16-byte ones (16-bit types
         // on AVX2) still gain by whole lines.
-        constexpr int64_t kVectorBytes = kLanes * static_cast<int64_t>(sizeof(T));
         constexpr int64_t kLine =
             kTile2x2 && kVectorBytes >= 32 ? 1 : std::max<int64_t>(1, 64 / kVectorBytes);
         if constexpr (!kTile2x2) {
