@@ -26,9 +26,10 @@ GEOMETRIES = [
 # channels_last pixels of whole groups of vectors (four, or a cache line's)
 # and a partial one;
 # (1, 136, 4, 7): float32 pixels that 2x2 windows sweep tap by tap, ending
-# with a partial vector
+# with a partial vector; (1, 64, 5, 6): float32 pixels of 256 bytes, which
+# general windows pool in one pass of eight AVX2 vectors
 SHAPES = [(2, 3, 9, 37), (1, 1, 33, 70), (1, 19, 6, 7), (2, 40, 5, 34), (1, 16, 6, 32),
-          (1, 72, 7, 9), (1, 136, 4, 7)]
+          (1, 72, 7, 9), (1, 136, 4, 7), (1, 64, 5, 6)]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
 
