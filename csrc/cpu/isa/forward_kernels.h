@@ -140,7 +140,9 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
           if constexpr (kTile2x2) {
             const T* p = image + h0 * row_stride + w0 * C + c0;
             if (prefetch) {
-              for (const T* q : {p, p + C, p + row_stride, p + row_stride + C}) prefetch_ahead(q);
+              for (const T* q : {p, p + C, p + row_stride, p + row_stride + C}) {
+                prefetch_ahead(q, pass_bytes);
+              }
             }
             visit(p, 0, std::true_type{});
             visit(p + C, 1, std::false_type{});
@@ -151,12 +153,7 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
               const T* row = image + (h0 + kh * dilation_h) * row_stride + c0;
               for (int64_t kw = taps_w.begin; kw < taps_w.end; ++kw) {
                 const T* p = row + (w0 + kw * dilation_w) * C;
-                if (prefetch) {
-                  // every line the pass reads, not only the first: the
-                  // hardware prefetcher alone leaves the others to miss
-                  const char* bytes = reinterpret_cast<const char*>(p);
-                  for (int64_t at = 0; at < pass_bytes; at += 64) prefetch_ahead(bytes + at);
-                }
+                if (prefetch) prefetch_ahead(p, pass_bytes);
                 visit(p, kh * kernel_w + kw, std::false_type{});
               }
             }
@@ -212,16 +209,16 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
         // Pixels of up to 256 bytes in a general window go 256 bytes per pass
         // (eight vectors at most: one pass for 64 float32 channels on AVX2
         // and AVX-512), then four vectors: their taps lie close together, and
-        // fewer passes over them save the per-tap work. Wider pixels go one cache line of each tap's channels per pass: four
-        // AVX-512 float32 vectors read the taps' streams in strides the
-        // prefetchers follow worse (1.3-2x slower at 128-480 channels). The
-        // four taps of a tiled 2x2 window cost little to address, and vectors
+        // fewer passes over them save the per-tap work. Wider pixels go one
+        // cache line of each tap's channels per pass: four AVX-512 float32
+        // vectors read the taps' streams in strides the prefetchers follow
+        // worse (1.3-2x slower at 128-480 channels). The four taps of a tiled 2x2 window cost little to address, and vectors
         // of 32 bytes or more go one by one there; 16-byte ones (16-bit types
         // on AVX2) still gain by whole lines.
         constexpr int64_t kLine =
             kTile2x2 && kVectorBytes >= 32 ? 1 : std::max<int64_t>(1, 64 / kVectorBytes);
-        constexpr int64_t kPixelPass = std::min<int64_t>(8, 256 / kVectorBytes);
         if constexpr (!kTile2x2) {
+          constexpr int64_t kPixelPass = std::min<int64_t>(8, 256 / kVectorBytes);
           const bool small_pixels = C * static_cast<int64_t>(sizeof(T)) <= 256;
           for (; small_pixels && c0 + kPixelPass * kLanes <= C; c0 += kPixelPass * kLanes) {
             pool_vectors(c0, std::integral_constant<int64_t, kPixelPass>{}, kLanes);

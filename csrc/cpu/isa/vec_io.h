@@ -73,6 +73,14 @@ inline void prefetch_ahead(const T* p) {
   __builtin_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes);
 }
 
+// The same for each cache line of a read of `bytes` from p, not only the
+// first: the hardware prefetcher alone leaves the others to miss.
+template <typename T>
+inline void prefetch_ahead(const T* p, int64_t bytes) {
+  const char* first = reinterpret_cast<const char*>(p);
+  for (int64_t at = 0; at < bytes; at += 64) prefetch_ahead(first + at);
+}
+
 // An input this small is likely in the caches already, where prefetches
 // only take load slots.
 template <typename T>
