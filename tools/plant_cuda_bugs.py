@@ -50,8 +50,8 @@ BUGS = {
         "valid &= tap != nullptr;"),
     "a grid-stride loop reduced to one iteration (the element kernel)": (
         "csrc/cuda/cuda_common.cuh",
-        "for (int64_t i = first_index(); i < total; i += grid_stride()) {",
-        "for (int64_t i = first_index(); i < total; i += total) {"),
+        "i < total; i += static_cast<I>(grid_stride())) {",
+        "i < total; i += total) {"),
 }
 
 

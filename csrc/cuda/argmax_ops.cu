@@ -28,14 +28,16 @@ struct UnpoolClaimElem {
   Key* winner;
   Layout4d values_l, out_l;
 
-  __device__ void operator()(int64_t n, int64_t c, int64_t ih, int64_t iw, int64_t i) const {
-    const int64_t target = indices[i];
+  template <typename I>
+  __device__ void operator()(I n, I c, I ih, I iw, I i) const {
     // as torch's CUDA unpool does: no host sync to look at the indices first
-    CUDA_KERNEL_ASSERT(target >= 0 && target < out_l.h * out_l.w &&
+    CUDA_KERNEL_ASSERT(indices[i] >= 0 && indices[i] < out_l.h * out_l.w &&
                        "poolx: max_unpool2d: Found an invalid max index (outside its output plane)");
-    const PlaneStrides os = out_l.plane_strides(), vs = values_l.plane_strides();
-    const int64_t th = div_nonneg(target, out_l.w);
-    const int64_t o = out_l.plane_offset(n, c) + th * os.h + (target - th * out_l.w) * os.w;
+    const auto ol = out_l.as<I>(), vl = values_l.as<I>();
+    const PlaneStridesT<I> os = ol.plane_strides(), vs = vl.plane_strides();
+    const I target = static_cast<I>(indices[i]);
+    const I th = div_nonneg(target, ol.w);
+    const I o = ol.plane_offset(n, c) + th * os.h + (target - th * ol.w) * os.w;
     atomicMax(winner + o, static_cast<Key>(ih * vs.h + iw * vs.w + 1));
   }
 };
@@ -47,17 +49,21 @@ struct UnpoolGatherElem {
   scalar_t* out;
   Layout4d values_l;
 
-  __device__ void operator()(int64_t n, int64_t c, int64_t, int64_t, int64_t o) const {
+  template <typename I>
+  __device__ void operator()(I n, I c, I, I, I o) const {
     const Key key = winner[o];
     out[o] = key == 0 ? scalar_t(0)
-                      : values[values_l.plane_offset(n, c) + static_cast<int64_t>(key - 1)];
+                      : values[values_l.as<I>().plane_offset(n, c) + static_cast<I>(key - 1)];
   }
 };
 
 struct ClearKey {
   Key* winner;
 
-  __device__ void operator()(int64_t, int64_t, int64_t, int64_t, int64_t i) const { winner[i] = 0; }
+  template <typename I>
+  __device__ void operator()(I, I, I, I, I i) const {
+    winner[i] = 0;
+  }
 };
 
 // The unsigned type of T's size: unpool moves elements as bits.
@@ -72,8 +78,9 @@ struct CheckArgmaxElem {
   const argmax_t* argmax;
   Pool2dGeometry g;
 
-  __device__ void operator()(int64_t, int64_t, int64_t oh, int64_t ow, int64_t o) const {
-    CUDA_KERNEL_ASSERT(argmax_is_valid(static_cast<int64_t>(argmax[o]), g, oh, ow) &&
+  template <typename I>
+  __device__ void operator()(I, I, I oh, I ow, I o) const {
+    CUDA_KERNEL_ASSERT(argmax_is_valid(static_cast<I>(argmax[o]), g.as<I>(), oh, ow) &&
                        "poolx: an argmax value names no tap of its window inside the input");
   }
 };
@@ -83,13 +90,15 @@ struct CheckArgmaxElem {
 template <typename argmax_t>
 cudaError_t check_argmax(const argmax_t* argmax, const Layout4d& argmax_l, const Pool2dGeometry& g,
                          cudaStream_t stream) {
-  return launch_for_each_element(argmax_l, CheckArgmaxElem<argmax_t>{argmax, g}, stream);
+  return launch_for_each_element(argmax_l, CheckArgmaxElem<argmax_t>{argmax, g},
+                                 index_width(argmax_l, argmax_l, g), stream);
 }
 
 template <typename argmax_t>
 cudaError_t argmax_to_indices(const argmax_t* argmax, int64_t* indices, const Layout4d& out_l,
                               const Pool2dGeometry& g, cudaStream_t stream) {
-  return launch_for_each_element(out_l, IndexElem<argmax_t>{argmax, indices, g}, stream);
+  return launch_for_each_element(out_l, IndexElem<argmax_t>{argmax, indices, g},
+                                 index_width(out_l, out_l, g), stream);
 }
 
 template <typename scalar_t, typename argmax_t>
@@ -97,7 +106,8 @@ cudaError_t gather_by_argmax(const scalar_t* src, const argmax_t* argmax, scalar
                              const Layout4d& src_l, const Layout4d& out_l,
                              const Pool2dGeometry& g, cudaStream_t stream) {
   return launch_for_each_element(
-      out_l, GatherElem<scalar_t, argmax_t>{src, argmax, out, src_l, g}, stream);
+      out_l, GatherElem<scalar_t, argmax_t>{src, argmax, out, src_l, g},
+      index_width(src_l, out_l, g), stream);
 }
 
 template <typename argmax_t>
@@ -118,7 +128,8 @@ cudaError_t argmax_to_mask(const argmax_t* argmax, bool* mask, const Layout4d& a
   }
   err = check_argmax(argmax, argmax_l, g, stream);
   if (err != cudaSuccess) return err;
-  return launch_for_each_element(mask_l, MaskElem<argmax_t>{argmax, mask, argmax_l, g}, stream);
+  return launch_for_each_element(mask_l, MaskElem<argmax_t>{argmax, mask, argmax_l, g},
+                                 index_width(argmax_l, mask_l, g), stream);
 }
 
 // Unpool by indices whose windows tile the output (kernel == stride, guessed
@@ -152,15 +163,16 @@ cudaError_t max_unpool2d_indices(const scalar_t* values, const int64_t* indices,
     }
   }
   const Layout4d keys{1, 1, 1, out_l.numel(), false};
+  const IndexWidth width = index_width(values_l, out_l);
   err = gate == nullptr ? cudaMemsetAsync(winner, 0, out_l.numel() * sizeof(Key), stream)
-                        : launch_for_each_element(keys, ClearKey{winner}, stream, gate);
+                        : launch_for_each_element(keys, ClearKey{winner}, width, stream, gate);
   if (err == cudaSuccess) {
     err = launch_for_each_element(values_l, UnpoolClaimElem{indices, winner, values_l, out_l},
-                                  stream, gate);
+                                  width, stream, gate);
   }
   if (err != cudaSuccess) return err;
   return launch_for_each_element(
-      out_l, UnpoolGatherElem<scalar_t>{values, winner, out, values_l}, stream, gate);
+      out_l, UnpoolGatherElem<scalar_t>{values, winner, out, values_l}, width, stream, gate);
 }
 
 template cudaError_t check_argmax<uint8_t>(const uint8_t*, const Layout4d&, const Pool2dGeometry&,

@@ -82,7 +82,7 @@ __device__ __forceinline__ bool taps_inside(const uint8_t* tap, const Pool2dGeom
   bool inside = true;
 #pragma unroll
   for (int i = 0; i < V; ++i) {
-    const int64_t kh = div_nonneg(tap[i], g.kernel_w), kw = tap[i] - kh * g.kernel_w;
+    const int64_t kh = div_nonneg(int64_t{tap[i]}, g.kernel_w), kw = tap[i] - kh * g.kernel_w;
     const int64_t h = h0 + kh * g.dilation_h, w = w0 + kw * g.dilation_w;
     inside &= kh < g.kernel_h && h >= 0 && h < g.in_h && w >= 0 && w < g.in_w;
   }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "poolx/geometry.h"
 #include "poolx/layout.h"
 
 // X-macros over the element types a launcher is instantiated for.
@@ -45,16 +46,44 @@ inline cudaError_t blocks_for(int64_t work, unsigned* blocks) {
   return cudaSuccess;
 }
 
-// body(n, c, h, w, offset) for every element of `l`, one thread per element:
-// the CUDA counterpart of the CPU's parallel_for_each_element. With a `gate`,
-// only if *gate is nonzero (a decision made on the device, without a host sync).
-template <typename Body>
+// The index type of a generic kernel. 64-bit products and divisions cost
+// several instructions each, and the generic kernels are bound by their index
+// arithmetic, so they index in 32 bits wherever nothing can overflow: every
+// tensor of at most 2^30 elements, every window quantity below 2^28 (sums
+// and products of the element functions then stay below 2^31) and fewer than
+// 2^30 taps per window.
+enum class IndexWidth { k32, k64 };
+
+inline IndexWidth index_width(const Layout4d& a, const Layout4d& b) {
+  constexpr int64_t kMaxElements = int64_t{1} << 30;
+  return a.numel() <= kMaxElements && b.numel() <= kMaxElements ? IndexWidth::k32
+                                                                 : IndexWidth::k64;
+}
+
+inline IndexWidth index_width(const Layout4d& a, const Layout4d& b, const Pool2dGeometry& g) {
+  constexpr int64_t kMaxExtent = int64_t{1} << 28;
+  const int64_t extents[] = {g.in_h,     g.in_w,     g.out_h,    g.out_w,
+                             g.kernel_h, g.kernel_w, g.stride_h, g.stride_w,
+                             g.pad_h,    g.pad_w,    g.dilation_h, g.dilation_w};
+  for (const int64_t e : extents) {
+    if (e >= kMaxExtent) return IndexWidth::k64;
+  }
+  if (g.kernel_h * g.kernel_w > int64_t{1} << 30) return IndexWidth::k64;
+  return index_width(a, b);
+}
+
+// body(n, c, h, w, offset) for every element of `l`, one thread per element,
+// with coordinates of type I: the CUDA counterpart of the CPU's
+// parallel_for_each_element. With a `gate`, only if *gate is nonzero (a
+// decision made on the device, without a host sync).
+template <typename I, typename Body>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    for_each_element_kernel(Layout4d l, Body body, const unsigned* gate) {
+    for_each_element_kernel(Layout4d l64, Body body, const unsigned* gate) {
   if (gate != nullptr && *gate == 0) return;
-  const int64_t total = l.numel();
-  for (int64_t i = first_index(); i < total; i += grid_stride()) {
-    const Layout4d::Coord p = l.coord(i);
+  const Layout4dT<I> l = l64.as<I>();
+  const I total = l.numel();  // fits: with I = int32_t, total + grid_stride() < 2^31 too
+  for (I i = static_cast<I>(first_index()); i < total; i += static_cast<I>(grid_stride())) {
+    const auto p = l.coord(i);
     body(p.n, p.c, p.h, p.w, i);
   }
 }
@@ -74,9 +103,11 @@ cudaError_t launch(Kernel kernel, int64_t work, cudaStream_t stream, Args... arg
 }
 
 template <typename Body>
-cudaError_t launch_for_each_element(const Layout4d& l, const Body& body, cudaStream_t stream,
-                                    const unsigned* gate = nullptr) {
-  return launch(for_each_element_kernel<Body>, l.numel(), stream, l, body, gate);
+cudaError_t launch_for_each_element(const Layout4d& l, const Body& body, IndexWidth width,
+                                    cudaStream_t stream, const unsigned* gate = nullptr) {
+  return width == IndexWidth::k32
+             ? launch(for_each_element_kernel<int32_t, Body>, l.numel(), stream, l, body, gate)
+             : launch(for_each_element_kernel<int64_t, Body>, l.numel(), stream, l, body, gate);
 }
 
 // Vector memory access: N elements moved in chunks of at most 16 bytes, each

@@ -33,7 +33,8 @@ cudaError_t max_pool2d_backward(const scalar_t* grad_output, const argmax_t* arg
   if (err != cudaSuccess) return err;
   return launch_for_each_element(
       in_l, BackwardElem<scalar_t, argmax_t, /*sum_t=*/acc_t<scalar_t>>{
-                 grad_output, argmax, grad_input, out_l, g}, stream);
+                 grad_output, argmax, grad_input, out_l, g},
+      index_width(out_l, in_l, g), stream);
 }
 
 // Unpool by argmax: in a tiled geometry every input lies in at most one
@@ -54,7 +55,8 @@ cudaError_t max_unpool2d_argmax(const scalar_t* values, const argmax_t* argmax, 
   const cudaError_t err = check_argmax(argmax, values_l, g, stream);
   if (err != cudaSuccess) return err;
   return launch_for_each_element(
-      out_l, UnpoolArgmaxElem<scalar_t, argmax_t>{values, argmax, out, values_l, g}, stream);
+      out_l, UnpoolArgmaxElem<scalar_t, argmax_t>{values, argmax, out, values_l, g},
+      index_width(values_l, out_l, g), stream);
 }
 
 #define POOLX_INSTANTIATE_UNPOOL_ARGMAX(T)                                                    \

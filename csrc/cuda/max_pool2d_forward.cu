@@ -128,7 +128,8 @@ cudaError_t max_pool2d_forward(const scalar_t* input, scalar_t* values, argmax_t
     }
   }
   return launch_for_each_element(
-      out_l, ForwardElem<scalar_t, argmax_t>{input, values, argmax, in_l, g, indices}, stream);
+      out_l, ForwardElem<scalar_t, argmax_t>{input, values, argmax, in_l, g, indices},
+      index_width(in_l, out_l, g), stream);
 }
 
 #define POOLX_INSTANTIATE_FORWARD(T)                                                          \

@@ -48,6 +48,7 @@ inline thread_local dim3 blockDim, gridDim;
 
 inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll(static_cast<uint64_t>(x)); }
 inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
 
 // Threads run one at a time, so an atomic is a plain read-modify-write.
 template <typename T>

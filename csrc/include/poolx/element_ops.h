@@ -2,6 +2,8 @@
 // launchers run unchanged: the CPU's parallel_for_each_element and the CUDA
 // for_each_element_kernel call op(n, c, h, w, offset) for every element of
 // the tensor they write, so the CPU tests exercise the very code CUDA runs.
+// Their index type I is the launcher's: int64_t on the CPU, int32_t in CUDA
+// kernels whose every index fits (cuda_common.cuh).
 #pragma once
 
 #include <cstdint>
@@ -21,12 +23,15 @@ struct ForwardElem {
   Pool2dGeometry g;
   int64_t* indices = nullptr;  // torch's flat indices too (return_indices)
 
-  POOLX_HD void operator()(int64_t n, int64_t c, int64_t oh, int64_t ow, int64_t o) const {
-    const auto best =
-        max_pool2d_forward_elem(input + in_l.plane_offset(n, c), in_l.plane_strides(), g, oh, ow);
+  template <typename I>
+  POOLX_HD void operator()(I n, I c, I oh, I ow, I o) const {
+    const auto l = in_l.as<I>();
+    const auto gi = g.as<I>();
+    const auto best = max_pool2d_forward_elem(input + l.plane_offset(n, c), l.plane_strides(),
+                                              gi, oh, ow);
     values[o] = static_cast<scalar_t>(best.value);
     if (argmax != nullptr) argmax[o] = static_cast<argmax_t>(best.argmax);
-    if (indices != nullptr) indices[o] = argmax_to_index_elem(best.argmax, g, oh, ow);
+    if (indices != nullptr) indices[o] = argmax_to_index_elem(best.argmax, gi, oh, ow);
   }
 };
 
@@ -40,10 +45,12 @@ struct BackwardElem {
   Layout4d out_l;
   Pool2dGeometry g;
 
-  POOLX_HD void operator()(int64_t n, int64_t c, int64_t ih, int64_t iw, int64_t i) const {
-    const int64_t plane = out_l.plane_offset(n, c);
+  template <typename I>
+  POOLX_HD void operator()(I n, I c, I ih, I iw, I i) const {
+    const auto l = out_l.as<I>();
+    const I plane = l.plane_offset(n, c);
     grad_input[i] = static_cast<scalar_t>(max_pool2d_backward_elem<sum_t>(
-        grad_output + plane, argmax + plane, out_l.plane_strides(), g, ih, iw));
+        grad_output + plane, argmax + plane, l.plane_strides(), g.as<I>(), ih, iw));
   }
 };
 
@@ -54,8 +61,9 @@ struct IndexElem {
   int64_t* indices;
   Pool2dGeometry g;
 
-  POOLX_HD void operator()(int64_t, int64_t, int64_t oh, int64_t ow, int64_t o) const {
-    indices[o] = argmax_to_index_elem(static_cast<int64_t>(argmax[o]), g, oh, ow);
+  template <typename I>
+  POOLX_HD void operator()(I, I, I oh, I ow, I o) const {
+    indices[o] = argmax_to_index_elem(static_cast<I>(argmax[o]), g.as<I>(), oh, ow);
   }
 };
 
@@ -68,9 +76,11 @@ struct GatherElem {
   Layout4d src_l;
   Pool2dGeometry g;
 
-  POOLX_HD void operator()(int64_t n, int64_t c, int64_t oh, int64_t ow, int64_t o) const {
-    out[o] = gather_by_argmax_elem(src + src_l.plane_offset(n, c), src_l.plane_strides(),
-                                   static_cast<int64_t>(argmax[o]), g, oh, ow);
+  template <typename I>
+  POOLX_HD void operator()(I n, I c, I oh, I ow, I o) const {
+    const auto l = src_l.as<I>();
+    out[o] = gather_by_argmax_elem(src + l.plane_offset(n, c), l.plane_strides(),
+                                   static_cast<I>(argmax[o]), g.as<I>(), oh, ow);
   }
 };
 
@@ -82,9 +92,11 @@ struct MaskElem {
   Layout4d argmax_l;
   Pool2dGeometry g;
 
-  POOLX_HD void operator()(int64_t n, int64_t c, int64_t ih, int64_t iw, int64_t i) const {
-    mask[i] = argmax_mask_elem(argmax + argmax_l.plane_offset(n, c), argmax_l.plane_strides(),
-                               g, ih, iw);
+  template <typename I>
+  POOLX_HD void operator()(I n, I c, I ih, I iw, I i) const {
+    const auto l = argmax_l.as<I>();
+    mask[i] = argmax_mask_elem(argmax + l.plane_offset(n, c), l.plane_strides(), g.as<I>(), ih,
+                               iw);
   }
 };
 
@@ -97,10 +109,12 @@ struct UnpoolArgmaxElem {
   Layout4d values_l;
   Pool2dGeometry g;
 
-  POOLX_HD void operator()(int64_t n, int64_t c, int64_t ih, int64_t iw, int64_t i) const {
-    const int64_t plane = values_l.plane_offset(n, c);
-    out[i] = max_unpool2d_argmax_elem(values + plane, argmax + plane, values_l.plane_strides(), g,
-                                      ih, iw);
+  template <typename I>
+  POOLX_HD void operator()(I n, I c, I ih, I iw, I i) const {
+    const auto l = values_l.as<I>();
+    const I plane = l.plane_offset(n, c);
+    out[i] = max_unpool2d_argmax_elem(values + plane, argmax + plane, l.plane_strides(),
+                                      g.as<I>(), ih, iw);
   }
 };
 

@@ -12,33 +12,35 @@
 
 namespace poolx {
 
-struct PlaneStrides {
-  int64_t h, w;
+// I: the index type (geometry.h).
+template <typename I>
+struct PlaneStridesT {
+  I h, w;
 };
+using PlaneStrides = PlaneStridesT<int64_t>;
 
-template <typename A>
+template <typename A, typename I>
 struct MaxAndArgmax {
   A value;
-  int64_t argmax;  // kh * kernel_w + kw inside the window
+  I argmax;  // kh * kernel_w + kw inside the window
 };
 
 // Forward: max over the in-bounds taps of window (oh, ow) and the tap that
 // holds it. A window with no in-bounds tap (dilation + padding) yields the
 // initial max and the first tap position, which lies outside the plane.
-template <typename scalar_t>
-POOLX_HD MaxAndArgmax<acc_t<scalar_t>> max_pool2d_forward_elem(const scalar_t* plane,
-                                                               PlaneStrides s,
-                                                               const Pool2dGeometry& g,
-                                                               int64_t oh, int64_t ow) {
+template <typename scalar_t, typename I>
+POOLX_HD MaxAndArgmax<acc_t<scalar_t>, I> max_pool2d_forward_elem(
+    const scalar_t* plane, PlaneStridesT<I> s, const Pool2dGeometryT<I>& g, Same<I> oh,
+    Same<I> ow) {
   using A = acc_t<scalar_t>;
-  const int64_t h0 = oh * g.stride_h - g.pad_h;
-  const int64_t w0 = ow * g.stride_w - g.pad_w;
-  const TapRange rows = window_taps(h0, g.kernel_h, g.dilation_h, g.in_h);
-  const TapRange cols = window_taps(w0, g.kernel_w, g.dilation_w, g.in_w);
-  MaxAndArgmax<A> best{lowest_value<A>(), rows.begin * g.kernel_w + cols.begin};
-  for (int64_t kh = rows.begin; kh < rows.end; ++kh) {
+  const I h0 = oh * g.stride_h - g.pad_h;
+  const I w0 = ow * g.stride_w - g.pad_w;
+  const TapRangeT<I> rows = window_taps(h0, g.kernel_h, g.dilation_h, g.in_h);
+  const TapRangeT<I> cols = window_taps(w0, g.kernel_w, g.dilation_w, g.in_w);
+  MaxAndArgmax<A, I> best{lowest_value<A>(), rows.begin * g.kernel_w + cols.begin};
+  for (I kh = rows.begin; kh < rows.end; ++kh) {
     const scalar_t* row = plane + (h0 + kh * g.dilation_h) * s.h;
-    for (int64_t kw = cols.begin; kw < cols.end; ++kw) {
+    for (I kw = cols.begin; kw < cols.end; ++kw) {
       const A v = static_cast<A>(row[(w0 + kw * g.dilation_w) * s.w]);
       if (replaces_max(v, best.value)) {
         best.value = v;
@@ -51,16 +53,19 @@ POOLX_HD MaxAndArgmax<acc_t<scalar_t>> max_pool2d_forward_elem(const scalar_t* p
 
 // Input coordinates of tap `argmax` of window (oh, ow); may lie outside the
 // plane only for a window with no in-bounds tap.
+template <typename I>
 struct InputPos {
-  int64_t h, w;
-  POOLX_HD bool inside(const Pool2dGeometry& g) const {
+  I h, w;
+  POOLX_HD bool inside(const Pool2dGeometryT<I>& g) const {
     return h >= 0 && h < g.in_h && w >= 0 && w < g.in_w;
   }
 };
 
-POOLX_HD InputPos decode_argmax(int64_t argmax, const Pool2dGeometry& g, int64_t oh, int64_t ow) {
-  const int64_t kh = div_nonneg(argmax, g.kernel_w);
-  const int64_t kw = argmax - kh * g.kernel_w;
+template <typename I>
+POOLX_HD InputPos<I> decode_argmax(Same<I> argmax, const Pool2dGeometryT<I>& g, Same<I> oh,
+                                   Same<I> ow) {
+  const I kh = div_nonneg(argmax, g.kernel_w);
+  const I kw = argmax - kh * g.kernel_w;
   return {oh * g.stride_h - g.pad_h + kh * g.dilation_h,
           ow * g.stride_w - g.pad_w + kw * g.dilation_w};
 }
@@ -69,21 +74,25 @@ POOLX_HD InputPos decode_argmax(int64_t argmax, const Pool2dGeometry& g, int64_t
 // the only values the forward writes, and the only ones the kernels may index
 // memory with. A window with no in-bounds tap (dilation + padding) accepts any
 // tap, as every path bounds-checks the taps of such windows.
-POOLX_HD bool argmax_is_valid(int64_t argmax, const Pool2dGeometry& g, int64_t oh, int64_t ow) {
+template <typename I>
+POOLX_HD bool argmax_is_valid(Same<I> argmax, const Pool2dGeometryT<I>& g, Same<I> oh,
+                              Same<I> ow) {
   if (argmax < 0 || argmax >= g.kernel_h * g.kernel_w) return false;
-  const TapRange rows = window_taps(oh * g.stride_h - g.pad_h, g.kernel_h, g.dilation_h, g.in_h);
-  const TapRange cols = window_taps(ow * g.stride_w - g.pad_w, g.kernel_w, g.dilation_w, g.in_w);
+  const I h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
+  const TapRangeT<I> rows = window_taps(h0, g.kernel_h, g.dilation_h, g.in_h);
+  const TapRangeT<I> cols = window_taps(w0, g.kernel_w, g.dilation_w, g.in_w);
   if (rows.begin >= rows.end || cols.begin >= cols.end) return true;
-  const int64_t kh = div_nonneg(argmax, g.kernel_w);
-  const int64_t kw = argmax - kh * g.kernel_w;
+  const I kh = div_nonneg(argmax, g.kernel_w);
+  const I kw = argmax - kh * g.kernel_w;
   return kh >= rows.begin && kh < rows.end && kw >= cols.begin && kw < cols.end;
 }
 
 // torch's flat index h * in_w + w of the selected tap, clamped into the plane
 // so that an empty window never yields an out-of-range index.
-POOLX_HD int64_t argmax_to_index_elem(int64_t argmax, const Pool2dGeometry& g, int64_t oh,
-                                      int64_t ow) {
-  InputPos p = decode_argmax(argmax, g, oh, ow);
+template <typename I>
+POOLX_HD I argmax_to_index_elem(Same<I> argmax, const Pool2dGeometryT<I>& g, Same<I> oh,
+                                Same<I> ow) {
+  InputPos<I> p = decode_argmax(argmax, g, oh, ow);
   p.h = p.h < 0 ? 0 : (p.h >= g.in_h ? g.in_h - 1 : p.h);
   p.w = p.w < 0 ? 0 : (p.w >= g.in_w ? g.in_w - 1 : p.w);
   return p.h * g.in_w + p.w;
@@ -92,22 +101,22 @@ POOLX_HD int64_t argmax_to_index_elem(int64_t argmax, const Pool2dGeometry& g, i
 // Visits, in row-major output order, every window whose argmax selects input
 // (ih, iw), passing its offset in the output plane. This order is the order
 // in which PyTorch's scatter adds gradients, so sums agree bit for bit.
-template <typename argmax_t, typename Visit>
-POOLX_HD void for_each_window_selecting(const argmax_t* argmax_plane, PlaneStrides s,
-                                        const Pool2dGeometry& g, int64_t ih, int64_t iw,
+template <typename argmax_t, typename I, typename Visit>
+POOLX_HD void for_each_window_selecting(const argmax_t* argmax_plane, PlaneStridesT<I> s,
+                                        const Pool2dGeometryT<I>& g, Same<I> ih, Same<I> iw,
                                         Visit&& visit) {
-  const TapRange ohs =
+  const TapRangeT<I> ohs =
       windows_covering(ih, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, g.out_h);
-  const TapRange ows =
+  const TapRangeT<I> ows =
       windows_covering(iw, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, g.out_w);
-  for (int64_t oh = ohs.begin; oh < ohs.end; ++oh) {
-    const int64_t kh = tap_of(ih, oh, g.stride_h, g.pad_h, g.dilation_h);
+  for (I oh = ohs.begin; oh < ohs.end; ++oh) {
+    const I kh = tap_of(ih, oh, g.stride_h, g.pad_h, g.dilation_h);
     if (kh < 0) continue;
-    for (int64_t ow = ows.begin; ow < ows.end; ++ow) {
-      const int64_t kw = tap_of(iw, ow, g.stride_w, g.pad_w, g.dilation_w);
+    for (I ow = ows.begin; ow < ows.end; ++ow) {
+      const I kw = tap_of(iw, ow, g.stride_w, g.pad_w, g.dilation_w);
       if (kw < 0) continue;
-      const int64_t offset = oh * s.h + ow * s.w;
-      if (static_cast<int64_t>(argmax_plane[offset]) == kh * g.kernel_w + kw) visit(offset);
+      const I offset = oh * s.h + ow * s.w;
+      if (static_cast<I>(argmax_plane[offset]) == kh * g.kernel_w + kw) visit(offset);
     }
   }
 }
@@ -117,46 +126,45 @@ POOLX_HD void for_each_window_selecting(const argmax_t* argmax_plane, PlaneStrid
 // buffer does. Between adds the sum is a sum_t, as in torch: the element type
 // on CPU (torch's CPU kernels add into the bfloat16/half gradient, rounding
 // after every add), acc_t on CUDA (float, rounded once by the caller).
-template <typename sum_t, typename scalar_t, typename argmax_t>
+template <typename sum_t, typename scalar_t, typename argmax_t, typename I>
 POOLX_HD sum_t max_pool2d_backward_elem(const scalar_t* grad_out_plane,
-                                        const argmax_t* argmax_plane, PlaneStrides s,
-                                        const Pool2dGeometry& g, int64_t ih, int64_t iw) {
+                                        const argmax_t* argmax_plane, PlaneStridesT<I> s,
+                                        const Pool2dGeometryT<I>& g, Same<I> ih, Same<I> iw) {
   using A = acc_t<scalar_t>;
   sum_t sum = static_cast<sum_t>(A(0));
-  for_each_window_selecting(argmax_plane, s, g, ih, iw, [&](int64_t o) {
+  for_each_window_selecting(argmax_plane, s, g, ih, iw, [&](I o) {
     sum = static_cast<sum_t>(static_cast<A>(sum) + static_cast<A>(grad_out_plane[o]));
   });
   return sum;
 }
 
 // True where at least one window selected input (ih, iw).
-template <typename argmax_t>
-POOLX_HD bool argmax_mask_elem(const argmax_t* argmax_plane, PlaneStrides s,
-                               const Pool2dGeometry& g, int64_t ih, int64_t iw) {
+template <typename argmax_t, typename I>
+POOLX_HD bool argmax_mask_elem(const argmax_t* argmax_plane, PlaneStridesT<I> s,
+                               const Pool2dGeometryT<I>& g, Same<I> ih, Same<I> iw) {
   bool selected = false;
-  for_each_window_selecting(argmax_plane, s, g, ih, iw, [&](int64_t) { selected = true; });
+  for_each_window_selecting(argmax_plane, s, g, ih, iw, [&](I) { selected = true; });
   return selected;
 }
 
 // Unpool by argmax: the value of the last window (in output order) that
 // selected input (ih, iw), else 0; torch's CPU unpool lets the last write win.
-template <typename scalar_t, typename argmax_t>
+template <typename scalar_t, typename argmax_t, typename I>
 POOLX_HD scalar_t max_unpool2d_argmax_elem(const scalar_t* values_plane,
-                                           const argmax_t* argmax_plane, PlaneStrides s,
-                                           const Pool2dGeometry& g, int64_t ih, int64_t iw) {
+                                           const argmax_t* argmax_plane, PlaneStridesT<I> s,
+                                           const Pool2dGeometryT<I>& g, Same<I> ih, Same<I> iw) {
   scalar_t out = scalar_t(0);
-  for_each_window_selecting(argmax_plane, s, g, ih, iw,
-                            [&](int64_t o) { out = values_plane[o]; });
+  for_each_window_selecting(argmax_plane, s, g, ih, iw, [&](I o) { out = values_plane[o]; });
   return out;
 }
 
 // Double backward: grad_output's gradient is grad_input's gradient gathered
 // at each window's selected tap (0 for a window with no in-bounds tap).
-template <typename scalar_t>
-POOLX_HD scalar_t gather_by_argmax_elem(const scalar_t* src_plane, PlaneStrides src_s,
-                                        int64_t argmax, const Pool2dGeometry& g, int64_t oh,
-                                        int64_t ow) {
-  const InputPos p = decode_argmax(argmax, g, oh, ow);
+template <typename scalar_t, typename I>
+POOLX_HD scalar_t gather_by_argmax_elem(const scalar_t* src_plane, PlaneStridesT<I> src_s,
+                                        Same<I> argmax, const Pool2dGeometryT<I>& g, Same<I> oh,
+                                        Same<I> ow) {
+  const InputPos<I> p = decode_argmax(argmax, g, oh, ow);
   return p.inside(g) ? src_plane[p.h * src_s.h + p.w * src_s.w] : scalar_t(0);
 }
 

@@ -9,44 +9,72 @@
 
 namespace poolx {
 
-struct Pool2dGeometry {
-  int64_t in_h, in_w;    // input plane
-  int64_t out_h, out_w;  // output plane
-  int64_t kernel_h, kernel_w;
-  int64_t stride_h, stride_w;
-  int64_t pad_h, pad_w;
-  int64_t dilation_h, dilation_w;
+// I is int64_t everywhere but in CUDA kernels whose every index fits in 32
+// bits (cuda_common.cuh's int32_indices), where 32-bit arithmetic costs a
+// fraction of the 64-bit one.
+template <typename I>
+struct Pool2dGeometryT {
+  I in_h, in_w;    // input plane
+  I out_h, out_w;  // output plane
+  I kernel_h, kernel_w;
+  I stride_h, stride_w;
+  I pad_h, pad_w;
+  I dilation_h, dilation_w;
+
+  template <typename J>
+  POOLX_HD Pool2dGeometryT<J> as() const {
+    return {static_cast<J>(in_h),     static_cast<J>(in_w),       static_cast<J>(out_h),
+            static_cast<J>(out_w),    static_cast<J>(kernel_h),   static_cast<J>(kernel_w),
+            static_cast<J>(stride_h), static_cast<J>(stride_w),   static_cast<J>(pad_h),
+            static_cast<J>(pad_w),    static_cast<J>(dilation_h), static_cast<J>(dilation_w)};
+  }
 };
+using Pool2dGeometry = Pool2dGeometryT<int64_t>;
 
 // Half-open range of taps [begin, end) of one window axis that land inside
 // [0, size). begin is the first in-bounds tap; begin >= end means no tap does.
-struct TapRange {
-  int64_t begin, end;
+template <typename I>
+struct TapRangeT {
+  I begin, end;
 };
+using TapRange = TapRangeT<int64_t>;
 
-POOLX_HD int64_t ceil_div_nonneg(int64_t a, int64_t b) {
+// The index type is the first argument's; the others convert to it (a
+// non-deduced context, as C++20's std::type_identity_t).
+template <typename I>
+struct SameType {
+  using type = I;
+};
+template <typename I>
+using Same = typename SameType<I>::type;
+
+template <typename I>
+POOLX_HD I ceil_div_nonneg(I a, Same<I> b) {
   return a <= 0 ? 0 : div_nonneg(a + b - 1, b);
 }
 
-POOLX_HD TapRange window_taps(int64_t start, int64_t kernel, int64_t dilation, int64_t size) {
-  const int64_t begin = ceil_div_nonneg(-start, dilation);
-  const int64_t in_range = ceil_div_nonneg(size - start, dilation);
+template <typename I>
+POOLX_HD TapRangeT<I> window_taps(I start, Same<I> kernel, Same<I> dilation, Same<I> size) {
+  const I begin = ceil_div_nonneg<I>(-start, dilation);
+  const I in_range = ceil_div_nonneg<I>(size - start, dilation);
   return {begin, in_range < kernel ? in_range : kernel};
 }
 
 // Outputs [begin, end) along one axis whose window can cover input position i.
-POOLX_HD TapRange windows_covering(int64_t i, int64_t kernel, int64_t stride, int64_t pad,
-                                   int64_t dilation, int64_t out_size) {
-  const int64_t last = div_nonneg(i + pad, stride) + 1;
-  return {ceil_div_nonneg(i + pad - (kernel - 1) * dilation, stride),
+template <typename I>
+POOLX_HD TapRangeT<I> windows_covering(I i, Same<I> kernel, Same<I> stride, Same<I> pad,
+                                       Same<I> dilation, Same<I> out_size) {
+  const I last = div_nonneg(i + pad, stride) + 1;
+  return {ceil_div_nonneg<I>(i + pad - (kernel - 1) * dilation, stride),
           last < out_size ? last : out_size};
 }
 
 // Tap index of input position i inside window o along one axis, or -1 if the
 // window's taps skip over i (dilation).
-POOLX_HD int64_t tap_of(int64_t i, int64_t o, int64_t stride, int64_t pad, int64_t dilation) {
-  const int64_t offset = i + pad - o * stride;  // >= 0 for the windows that cover i
-  const int64_t tap = div_nonneg(offset, dilation);
+template <typename I>
+POOLX_HD I tap_of(I i, Same<I> o, Same<I> stride, Same<I> pad, Same<I> dilation) {
+  const I offset = i + pad - o * stride;  // >= 0 for the windows that cover i
+  const I tap = div_nonneg(offset, dilation);
   return tap * dilation == offset ? tap : -1;
 }
 

@@ -7,30 +7,37 @@
 
 namespace poolx {
 
-struct Layout4d {
-  int64_t n, c, h, w;
+// I: the index type (geometry.h).
+template <typename I>
+struct Layout4dT {
+  I n, c, h, w;
   bool channels_last;
 
-  POOLX_HD int64_t plane_offset(int64_t in, int64_t ic) const {
+  template <typename J>
+  POOLX_HD Layout4dT<J> as() const {
+    return {static_cast<J>(n), static_cast<J>(c), static_cast<J>(h), static_cast<J>(w),
+            channels_last};
+  }
+  POOLX_HD I plane_offset(I in, I ic) const {
     return channels_last ? in * h * w * c + ic : (in * c + ic) * h * w;
   }
-  POOLX_HD PlaneStrides plane_strides() const {
-    return channels_last ? PlaneStrides{w * c, c} : PlaneStrides{w, 1};
+  POOLX_HD PlaneStridesT<I> plane_strides() const {
+    return channels_last ? PlaneStridesT<I>{w * c, c} : PlaneStridesT<I>{w, 1};
   }
-  POOLX_HD int64_t numel() const { return n * c * h * w; }
+  POOLX_HD I numel() const { return n * c * h * w; }
 
   // offset / size, with the remainder in *rem.
-  POOLX_HD static int64_t split(int64_t offset, int64_t size, int64_t* rem) {
-    const int64_t q = div_nonneg(offset, size);
+  POOLX_HD static I split(I offset, I size, I* rem) {
+    const I q = div_nonneg(offset, size);
     *rem = offset - q * size;
     return q;
   }
 
   struct Coord {
-    int64_t n, c, h, w;
+    I n, c, h, w;
   };
   // Coordinates of the element at `offset` in memory order.
-  POOLX_HD Coord coord(int64_t offset) const {
+  POOLX_HD Coord coord(I offset) const {
     Coord p;
     if (channels_last) {
       offset = split(offset, c, &p.c);
@@ -44,5 +51,6 @@ struct Layout4d {
     return p;
   }
 };
+using Layout4d = Layout4dT<int64_t>;
 
 }  // namespace poolx
