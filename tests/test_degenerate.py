@@ -16,7 +16,7 @@ import torch
 import poolx
 from poolx import _geometry as geo
 from inputs import GRID, Pool, random_values, upstream_grad
-from reference import assert_identical, empty_windows, routed_grad, torch_pool
+from reference import assert_identical, empty_windows, routed_grad, torch_grad, torch_pool
 
 
 def brute_force_pools():
@@ -143,3 +143,42 @@ def test_constant_planes_match_torch(fill, device):
         (grad,) = torch.autograd.grad(y, x, grad_out)
         expected = routed_grad(grad_out, indices, pool.hw)
         assert_identical(grad, expected, f"gradient of {pool} | {fill}")
+
+
+# Strides far beyond the plane: every window quantity must stay exact, and on
+# CUDA (and its emulation) a stride of 2^28 or more sends the generic kernels
+# to their 64-bit index form (cuda_common.cuh's index_width).
+FAR_STRIDES = (
+    Pool("strides past the plane", (5, 7), 3, (2**28, 2**31 - 1)),
+    Pool("a stride past the plane, padded, ceil_mode", (6, 5), (3, 2), (2**29, 3), padding=1,
+         ceil_mode=True),
+    Pool("a stride past the plane, dilated", (7, 7), 2, (2**30, 2), dilation=(3, 2)),
+    Pool("strides below the 64-bit bound", (9, 9), 3, (2**28 - 1, 2)),
+)
+
+
+@pytest.mark.parametrize("pool", FAR_STRIDES, ids=str)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
+def test_far_strides_match_torch(pool, dtype, device):
+    """Values, indices and gradient as torch's; the mask, unpool by argmax and
+    the manual backward route to torch's indices."""
+    x = random_values((2, 3, *pool.hw), dtype, device).requires_grad_()
+    values, indices = torch_pool(x, pool, return_indices=True)
+    got_values, got_indices = poolx.max_pool2d(x, **pool.kwargs(), return_indices=True)
+    assert_identical(got_values, values, f"values of {pool}")
+    assert_identical(got_indices, indices, f"indices of {pool}")
+    grad_out = upstream_grad(got_values)
+    (grad,) = torch.autograd.grad(got_values, x, grad_out)
+    assert_identical(grad, torch_grad(x, pool, grad_out), f"gradient of {pool}")
+
+    _, argmax = poolx.max_pool2d_with_argmax(x.detach(), **pool.kwargs())
+    manual = poolx.max_pool2d_backward(grad_out, argmax, x.shape, **pool.kwargs())
+    assert_identical(manual, grad, f"max_pool2d_backward of {pool}")
+    routed = routed_grad(torch.ones_like(values), indices, pool.hw) != 0
+    mask = poolx.argmax_to_mask(argmax, x.shape, **pool.kwargs())
+    assert torch.equal(mask.cpu(), routed), f"mask of {pool}"
+    unpooled = poolx.max_unpool2d_argmax(got_values.detach(), argmax, x.shape, **pool.kwargs())
+    expected = torch.zeros_like(x.detach().cpu()).flatten(2)
+    # windows that share a selected input write the same value there
+    expected.scatter_(2, indices.flatten(2), values.flatten(2))
+    assert_identical(unpooled, expected.view_as(x), f"unpool by argmax of {pool}")
