@@ -7,6 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import poolx
+from inputs import upstream_grad
 from poolx import _build_config
 from poolx import _geometry as geo
 
@@ -163,3 +165,18 @@ def torch_grad(x, pool, grad_out):
             (gw,) = torch.autograd.grad(F.max_pool2d(xw, **kwargs), xw, grad_w)
             g = g.copy_(gw)
     return g
+
+
+def assert_pool_matches_torch(x, pool, what):
+    """poolx.max_pool2d(x) with return_indices: values, indices and the input
+    gradient identical to torch's (strides and signs of zero too); returns the
+    values, the upstream gradient and the gradient for further checks."""
+    values, indices = torch_pool(x, pool, return_indices=True)
+    x = x.detach().requires_grad_()
+    got_values, got_indices = poolx.max_pool2d(x, **pool.kwargs(), return_indices=True)
+    assert_identical(got_values, values, f"values of {what}")
+    assert_identical(got_indices, indices, f"indices of {what}")
+    grad_out = upstream_grad(got_values)
+    (grad,) = torch.autograd.grad(got_values, x, grad_out)
+    assert_identical(grad, torch_grad(x, pool, grad_out), f"gradient of {what}")
+    return got_values.detach(), indices, grad_out, grad

@@ -16,7 +16,8 @@ import torch
 import poolx
 from poolx import _geometry as geo
 from inputs import GRID, Pool, random_values, upstream_grad
-from reference import assert_identical, empty_windows, routed_grad, torch_grad, torch_pool
+from reference import (assert_identical, assert_pool_matches_torch, empty_windows, routed_grad,
+                       torch_pool)
 
 
 def brute_force_pools():
@@ -162,23 +163,16 @@ FAR_STRIDES = (
 def test_far_strides_match_torch(pool, dtype, device):
     """Values, indices and gradient as torch's; the mask, unpool by argmax and
     the manual backward route to torch's indices."""
-    x = random_values((2, 3, *pool.hw), dtype, device).requires_grad_()
-    values, indices = torch_pool(x, pool, return_indices=True)
-    got_values, got_indices = poolx.max_pool2d(x, **pool.kwargs(), return_indices=True)
-    assert_identical(got_values, values, f"values of {pool}")
-    assert_identical(got_indices, indices, f"indices of {pool}")
-    grad_out = upstream_grad(got_values)
-    (grad,) = torch.autograd.grad(got_values, x, grad_out)
-    assert_identical(grad, torch_grad(x, pool, grad_out), f"gradient of {pool}")
-
-    _, argmax = poolx.max_pool2d_with_argmax(x.detach(), **pool.kwargs())
+    x = random_values((2, 3, *pool.hw), dtype, device)
+    values, indices, grad_out, grad = assert_pool_matches_torch(x, pool, str(pool))
+    _, argmax = poolx.max_pool2d_with_argmax(x, **pool.kwargs())
     manual = poolx.max_pool2d_backward(grad_out, argmax, x.shape, **pool.kwargs())
     assert_identical(manual, grad, f"max_pool2d_backward of {pool}")
     routed = routed_grad(torch.ones_like(values), indices, pool.hw) != 0
     mask = poolx.argmax_to_mask(argmax, x.shape, **pool.kwargs())
     assert torch.equal(mask.cpu(), routed), f"mask of {pool}"
-    unpooled = poolx.max_unpool2d_argmax(got_values.detach(), argmax, x.shape, **pool.kwargs())
-    expected = torch.zeros_like(x.detach().cpu()).flatten(2)
+    unpooled = poolx.max_unpool2d_argmax(values, argmax, x.shape, **pool.kwargs())
+    expected = torch.zeros_like(x.cpu()).flatten(2)
     # windows that share a selected input write the same value there
-    expected.scatter_(2, indices.flatten(2), values.flatten(2))
+    expected.scatter_(2, indices.flatten(2), values.cpu().flatten(2))
     assert_identical(unpooled, expected.view_as(x), f"unpool by argmax of {pool}")

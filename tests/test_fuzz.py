@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 import poolx
 from fuzz_strategies import fuzz_settings, leading_dims, tensors
-from inputs import FLOAT_DTYPES, INT_DTYPES, Pool, random_values, upstream_grad
-from reference import EXACT, assert_identical, empty_windows, raises_like, torch_grad, torch_pool
+from inputs import FLOAT_DTYPES, INT_DTYPES, Pool, random_values
+from reference import (EXACT, assert_identical, assert_pool_matches_torch, empty_windows,
+                       raises_like, torch_grad, torch_pool)
 
 # ---- configurations -----------------------------------------------------------------------
 
@@ -121,15 +122,7 @@ def test_valid_pool_matches_torch_on_device(pool, dtype, channels_last, device):
     x = random_values((2, 3, *pool.hw), dtype, device)
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
-    what = f"{pool} | {dtype} | channels_last={channels_last}"
-    values, indices = torch_pool(x, pool, return_indices=True)
-    x.requires_grad_()
-    got_values, got_indices = poolx.max_pool2d(x, **pool.kwargs(), return_indices=True)
-    assert_identical(got_values, values, f"values of {what}")
-    assert_identical(got_indices, indices, f"indices of {what}")
-    grad_out = upstream_grad(got_values)
-    (grad,) = torch.autograd.grad(got_values, x, grad_out)
-    assert_identical(grad, torch_grad(x, pool, grad_out), f"gradient of {what}")
+    assert_pool_matches_torch(x, pool, f"{pool} | {dtype} | channels_last={channels_last}")
 
 
 @fuzz_settings
