@@ -10,7 +10,7 @@
 namespace poolx {
 
 // I is int64_t everywhere but in CUDA kernels whose every index fits in 32
-// bits (cuda_common.cuh's int32_indices), where 32-bit arithmetic costs a
+// bits (cuda_common.cuh's index_width), where 32-bit arithmetic costs a
 // fraction of the 64-bit one.
 template <typename I>
 struct Pool2dGeometryT {

@@ -37,7 +37,7 @@ POOLX_HD int64_t div_nonneg(int64_t a, int64_t b) {
 }
 
 // The 32-bit form, for kernels whose every index fits (cuda_common.cuh's
-// int32_indices): one unsigned 32-bit division, or a shift.
+// index_width): one unsigned 32-bit division, or a shift.
 POOLX_HD int32_t div_nonneg(int32_t a, int32_t b) {
 #ifdef __CUDA_ARCH__
   const uint32_t ua = static_cast<uint32_t>(a), ub = static_cast<uint32_t>(b);
