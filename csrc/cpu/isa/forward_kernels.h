@@ -212,9 +212,9 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
         // fewer passes over them save the per-tap work. Wider pixels go one
         // cache line of each tap's channels per pass: four AVX-512 float32
         // vectors read the taps' streams in strides the prefetchers follow
-        // worse (1.3-2x slower at 128-480 channels). The four taps of a tiled 2x2 window cost little to address, and vectors
-        // of 32 bytes or more go one by one there; 16-byte ones (16-bit types
-        // on AVX2) still gain by whole lines.
+        // worse. The four taps of a tiled 2x2 window cost little to address,
+        // and vectors of 32 bytes or more go one by one there; 16-byte ones
+        // (16-bit types on AVX2) still gain by whole lines.
         constexpr int64_t kLine =
             kTile2x2 && kVectorBytes >= 32 ? 1 : std::max<int64_t>(1, 64 / kVectorBytes);
         if constexpr (!kTile2x2) {
