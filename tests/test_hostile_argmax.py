@@ -135,6 +135,24 @@ def test_any_valid_argmax_is_accepted(name, dtype, channels_last):
     expected = routed_grad(grad, indices, x.shape[-2:])
     got = poolx.max_pool2d_backward(grad, valid, x.shape, *pool)
     torch.testing.assert_close(got, expected, rtol=0, atol=0, check_stride=False)
+    # random values, so that where windows share a tap the last one must win
+    mask, unpooled = unpooled_last_wins(grad, indices, x.shape)
+    assert torch.equal(poolx.argmax_to_mask(valid, x.shape, *pool), mask)
+    assert torch.equal(poolx.max_unpool2d_argmax(grad, valid, x.shape, *pool), unpooled)
+
+
+def unpooled_last_wins(values, indices, shape):
+    """Mask and unpool of each window's value at its index (-1: none), the last
+    window in output row-major order winning an index that several select."""
+    v = values.reshape(-1, values.shape[-2] * values.shape[-1])
+    idx = indices.reshape(v.shape)
+    plane = shape[-2] * shape[-1]
+    window = torch.arange(v.shape[1]).expand_as(idx)
+    inside = idx >= 0
+    last = torch.full((v.shape[0], plane + 1), -1).scatter_reduce(
+        1, torch.where(inside, idx, plane), torch.where(inside, window, -1), "amax")[:, :plane]
+    unpooled = torch.where(last >= 0, v.gather(1, last.clamp(min=0)), 0).to(values.dtype)
+    return (last >= 0).reshape(shape), unpooled.reshape(shape)
 
 
 @st.composite

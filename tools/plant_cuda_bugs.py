@@ -34,8 +34,8 @@ BUGS = {
         "fits = fits && p == p;"),
     "atomicMax replaced by a plain store (unpool by indices)": (
         "csrc/cuda/argmax_ops.cu",
-        "atomicMax(winner + o, static_cast<Key>(ih * vs.h + iw * vs.w + 1));",
-        "winner[o] = static_cast<Key>(ih * vs.h + iw * vs.w + 1);"),
+        "atomicMax(keys<I>(scratch) + o, static_cast<Key<I>>(ih * vs.h + iw * vs.w + 1));",
+        "keys<I>(scratch)[o] = static_cast<Key<I>>(ih * vs.h + iw * vs.w + 1);"),
     "a window loop one tap too far (tiled channels_last routing)": (
         "csrc/cuda/tiled_route.cuh",
         "for (int64_t kw = cols.begin; kw < cols.end; ++kw) {\n        const int64_t here",

@@ -1,11 +1,13 @@
 // CUDA kernels of the ops built on the argmax (indices, mask, double
 // backward) and of unpool by indices: one thread per element, each calling the
 // shared element function that the CPU kernels call; the mask and unpool take
-// the tiled routing (tiled_route.cuh) where windows tile the input.
+// the tiled routing (tiled_route.cuh) where windows tile the input, and the
+// mask is scattered per window elsewhere (argmax_scatter.cuh).
 #include <c10/macros/Macros.h>
 
 #include <type_traits>
 
+#include "argmax_scatter.cuh"
 #include "channels_last.cuh"
 #include "cuda_common.cuh"
 #include "launchers.h"
@@ -20,12 +22,27 @@ namespace {
 // last input (in row-major order within a plane) win a target. Pass 1 keeps,
 // per target, 1 + the largest in-plane offset of an input that writes it
 // (atomicMax is order-independent; in-plane offsets grow with row-major
-// position in both layouts); pass 2 reads that input, or writes 0.
-using Key = unsigned long long;
+// position in both layouts); pass 2 reads that input, or writes 0. A key is
+// as wide as the kernel's index type: half the scratch traffic in 32 bits.
+template <typename I>  // types of CUDA's atomicMax overloads
+using Key = std::conditional_t<sizeof(I) == 4, unsigned, unsigned long long>;
+
+template <typename I>
+__device__ Key<I>* keys(int64_t* scratch) {
+  return reinterpret_cast<Key<I>*>(scratch);
+}
+template <typename I>
+__device__ const Key<I>* keys(const int64_t* scratch) {
+  return reinterpret_cast<const Key<I>*>(scratch);
+}
+
+inline int64_t key_bytes(IndexWidth width) {
+  return width == IndexWidth::k32 ? sizeof(Key<int32_t>) : sizeof(Key<int64_t>);
+}
 
 struct UnpoolClaimElem {
   const int64_t* indices;
-  Key* winner;
+  int64_t* scratch;
   Layout4d values_l, out_l;
 
   template <typename I>
@@ -38,31 +55,31 @@ struct UnpoolClaimElem {
     const I target = static_cast<I>(indices[i]);
     const I th = div_nonneg(target, ol.w);
     const I o = ol.plane_offset(n, c) + th * os.h + (target - th * ol.w) * os.w;
-    atomicMax(winner + o, static_cast<Key>(ih * vs.h + iw * vs.w + 1));
+    atomicMax(keys<I>(scratch) + o, static_cast<Key<I>>(ih * vs.h + iw * vs.w + 1));
   }
 };
 
 template <typename scalar_t>
 struct UnpoolGatherElem {
   const scalar_t* values;
-  const Key* winner;
+  const int64_t* scratch;
   scalar_t* out;
   Layout4d values_l;
 
   template <typename I>
   __device__ void operator()(I n, I c, I, I, I o) const {
-    const Key key = winner[o];
+    const Key<I> key = keys<I>(scratch)[o];
     out[o] = key == 0 ? scalar_t(0)
                       : values[values_l.as<I>().plane_offset(n, c) + static_cast<I>(key - 1)];
   }
 };
 
 struct ClearKey {
-  Key* winner;
+  int64_t* scratch;
 
   template <typename I>
   __device__ void operator()(I, I, I, I, I i) const {
-    winner[i] = 0;
+    keys<I>(scratch)[i] = 0;
   }
 };
 
@@ -80,8 +97,7 @@ struct CheckArgmaxElem {
 
   template <typename I>
   __device__ void operator()(I, I, I oh, I ow, I o) const {
-    CUDA_KERNEL_ASSERT(argmax_is_valid(static_cast<I>(argmax[o]), g.as<I>(), oh, ow) &&
-                       "poolx: an argmax value names no tap of its window inside the input");
+    POOLX_ASSERT_ARGMAX(argmax_is_valid(static_cast<I>(argmax[o]), g.as<I>(), oh, ow));
   }
 };
 
@@ -110,25 +126,23 @@ cudaError_t gather_by_argmax(const scalar_t* src, const argmax_t* argmax, scalar
       index_width(src_l, out_l, g), stream);
 }
 
+// The mask: true routed to each window's selected tap where windows tile the
+// input (the argmax checked as it is read), else scattered (argmax_scatter.cuh).
 template <typename argmax_t>
 cudaError_t argmax_to_mask(const argmax_t* argmax, bool* mask, const Layout4d& argmax_l,
                            const Layout4d& mask_l, const Pool2dGeometry& g,
                            cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
   if constexpr (std::is_same<argmax_t, uint8_t>::value) {
-    // true routed to each window's selected tap, the argmax checked as it is read
     if (try_tiled_route<Route::kOne>(static_cast<const uint8_t*>(nullptr), ArgmaxTaps{argmax},
                                      reinterpret_cast<uint8_t*>(mask), argmax_l, mask_l, g, stream,
-                                     &err) ||
-        try_cl_gather<Route::kOne>(static_cast<const uint8_t*>(nullptr), argmax,
-                                   reinterpret_cast<uint8_t*>(mask), argmax_l, mask_l, g, stream,
-                                   &err)) {
+                                     &err)) {
       return err;
     }
   }
-  err = check_argmax(argmax, argmax_l, g, stream);
+  err = cudaMemsetAsync(mask, 0, mask_l.numel() * sizeof(bool), stream);
   if (err != cudaSuccess) return err;
-  return launch_for_each_element(mask_l, MaskElem<argmax_t>{argmax, mask, argmax_l, g},
+  return launch_for_each_element(argmax_l, MaskScatterElem<argmax_t>{argmax, mask, mask_l, g},
                                  index_width(argmax_l, mask_l, g), stream);
 }
 
@@ -142,7 +156,6 @@ template <typename scalar_t>
 cudaError_t max_unpool2d_indices(const scalar_t* values, const int64_t* indices, scalar_t* out,
                                  int64_t* scratch, const Layout4d& values_l,
                                  const Layout4d& out_l, cudaStream_t stream) {
-  Key* winner = reinterpret_cast<Key*>(scratch);
   unsigned* outside = reinterpret_cast<unsigned*>(scratch + out_l.numel());
   const unsigned* gate = nullptr;  // the general unpool runs if null or *gate
   cudaError_t err = cudaSuccess;
@@ -162,17 +175,18 @@ cudaError_t max_unpool2d_indices(const scalar_t* values, const int64_t* indices,
       gate = outside;
     }
   }
-  const Layout4d keys{1, 1, 1, out_l.numel(), false};
+  const Layout4d key_l{1, 1, 1, out_l.numel(), false};
   const IndexWidth width = index_width(values_l, out_l);
-  err = gate == nullptr ? cudaMemsetAsync(winner, 0, out_l.numel() * sizeof(Key), stream)
-                        : launch_for_each_element(keys, ClearKey{winner}, width, stream, gate);
+  err = gate == nullptr
+            ? cudaMemsetAsync(scratch, 0, out_l.numel() * key_bytes(width), stream)
+            : launch_for_each_element(key_l, ClearKey{scratch}, width, stream, gate);
   if (err == cudaSuccess) {
-    err = launch_for_each_element(values_l, UnpoolClaimElem{indices, winner, values_l, out_l},
+    err = launch_for_each_element(values_l, UnpoolClaimElem{indices, scratch, values_l, out_l},
                                   width, stream, gate);
   }
   if (err != cudaSuccess) return err;
   return launch_for_each_element(
-      out_l, UnpoolGatherElem<scalar_t>{values, winner, out, values_l}, width, stream, gate);
+      out_l, UnpoolGatherElem<scalar_t>{values, scratch, out, values_l}, width, stream, gate);
 }
 
 template cudaError_t check_argmax<uint8_t>(const uint8_t*, const Layout4d&, const Pool2dGeometry&,

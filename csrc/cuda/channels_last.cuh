@@ -3,8 +3,8 @@
 // index arithmetic of a pixel is done once for V channels and every access is
 // one vector load or store. Per lane they compute what the element functions
 // compute, in the same order: the forward is max_pool2d_forward_elem, the
-// gather is max_pool2d_backward_elem / max_unpool2d_argmax_elem /
-// argmax_mask_elem. The argmax is 1 byte per element.
+// gather is max_pool2d_backward_elem / max_unpool2d_argmax_elem. The argmax
+// is 1 byte per element.
 #pragma once
 
 #include <c10/macros/Macros.h>
@@ -89,12 +89,11 @@ __device__ __forceinline__ bool taps_inside(const uint8_t* tap, const Pool2dGeom
   return inside;
 }
 
-// Backward (kSum), unpool by argmax (kCopy) and the mask (kOne; dst is the
-// bool mask as bytes): V channels of one input pixel gathered from every
-// window that selected them, in output order. A thread also checks the argmax
-// bytes of each window whose first in-bounds tap its pixel is, so the byte of
-// every window with a tap inside the input is checked once, and a bad one
-// fires a device-side assert.
+// Backward (kSum) and unpool by argmax (kCopy): V channels of one input
+// pixel gathered from every window that selected them, in output order. A
+// thread also checks the argmax bytes of each window whose first in-bounds
+// tap its pixel is, so the byte of every window with a tap inside the input
+// is checked once, and a bad one fires a device-side assert.
 template <Route R, typename scalar_t, int V>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     cl_gather_kernel(const scalar_t* __restrict__ src, const uint8_t* __restrict__ argmax,
@@ -133,21 +132,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         for (int k = 0; k < V; ++k) any |= tap[k] == here;
         if (!any) continue;
         scalar_t v[V];
-        if constexpr (R != Route::kOne) load_vectors<V>(src + o, v);
+        load_vectors<V>(src + o, v);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           if (tap[k] != here) continue;
           if constexpr (R == Route::kSum) {
             acc[k] = acc[k] + static_cast<Acc>(v[k]);
-          } else if constexpr (R == Route::kCopy) {
-            acc[k] = v[k];
           } else {
-            acc[k] = Acc(1);
+            acc[k] = v[k];
           }
         }
       }
     }
-    CUDA_KERNEL_ASSERT(valid && "poolx: an argmax value names no tap of its window inside the input");
+    POOLX_ASSERT_ARGMAX(valid);
     scalar_t out[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) out[k] = static_cast<scalar_t>(acc[k]);
@@ -184,7 +181,7 @@ bool try_cl_forward(const scalar_t* input, scalar_t* values, uint8_t* argmax, in
   return true;
 }
 
-// The gather (R) from pooled-shaped `src` (null for kOne) into input-shaped
+// The gather (R) from pooled-shaped `src` into input-shaped
 // `dst`, if cl_lanes finds lanes; returns false if it does not.
 template <Route R, typename scalar_t>
 bool try_cl_gather(const scalar_t* src, const uint8_t* argmax, scalar_t* dst,

@@ -2,6 +2,7 @@
 // generic one-thread-per-element kernel, and vector loads/stores.
 #pragma once
 
+#include <c10/macros/Macros.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 #include <cuda_runtime.h>
@@ -17,6 +18,12 @@
 #define POOLX_CUDA_GRAD_TYPES(M) M(float) M(double) M(c10::Half) M(c10::BFloat16)
 #define POOLX_CUDA_POOLED_TYPES(M) \
   POOLX_CUDA_GRAD_TYPES(M) M(uint8_t) M(int8_t) M(int16_t) M(int32_t) M(int64_t)
+
+// Device-side assert (as torch's for bad unpool indices) where an argmax value
+// names no tap of its window inside the input.
+#define POOLX_ASSERT_ARGMAX(valid) \
+  CUDA_KERNEL_ASSERT(              \
+      (valid) && "poolx: an argmax value names no tap of its window inside the input")
 
 namespace poolx {
 namespace cuda_launch {

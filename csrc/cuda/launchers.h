@@ -26,7 +26,8 @@ cudaError_t max_pool2d_forward(const scalar_t* input, scalar_t* values, argmax_t
 
 // max_pool2d_backward, max_unpool2d_argmax and argmax_to_mask check the
 // argmax themselves (check_argmax below): the tiled kernels as they route it,
-// the generic ones by a check pass first; the other argmax launchers trust theirs.
+// the scatters each window's own, the gathers by a check pass first (or, in
+// channels_last, as they read it); the other argmax launchers trust theirs.
 template <typename scalar_t, typename argmax_t>
 cudaError_t max_pool2d_backward(const scalar_t* grad_output, const argmax_t* argmax,
                                 scalar_t* grad_input, const Layout4d& out_l,
@@ -59,8 +60,9 @@ cudaError_t check_argmax(const argmax_t* argmax, const Layout4d& argmax_l, const
                          cudaStream_t stream);
 
 // `scratch` holds out_l.numel() + 1 64-bit words (contents irrelevant): per
-// output position, 1 + the largest in-plane input position targeting it, and
-// a flag: some index lies outside the window that tiling would give it.
+// output position, 1 + the largest in-plane input position targeting it (a
+// key of the kernel's index width), and in the last word a flag: some index
+// lies outside the window that tiling would give it.
 template <typename scalar_t>
 cudaError_t max_unpool2d_indices(const scalar_t* values, const int64_t* indices, scalar_t* out,
                                  int64_t* scratch, const Layout4d& values_l,

@@ -3,9 +3,11 @@
 // geometries take the one-pass tiled routing (tiled_route.cuh) and other
 // channels_last ones a gather of V channels per thread (channels_last.cuh);
 // the generic kernel gathers per input element with the shared element
-// function. None uses atomics; all sum in torch's order.
+// function; unpool scatters per window where that is cheaper. None uses
+// atomics; all sum in torch's order.
 #include <type_traits>
 
+#include "argmax_scatter.cuh"
 #include "channels_last.cuh"
 #include "cuda_common.cuh"
 #include "launchers.h"
@@ -39,20 +41,34 @@ cudaError_t max_pool2d_backward(const scalar_t* grad_output, const argmax_t* arg
 
 // Unpool by argmax: in a tiled geometry every input lies in at most one
 // window, so "the last window that selected it" is the tiled backward's
-// routing with the value copied.
+// routing with the value copied; where windows are at most half the inputs,
+// a scatter per window (argmax_scatter.cuh); else a gather per input.
 template <typename scalar_t, typename argmax_t>
 cudaError_t max_unpool2d_argmax(const scalar_t* values, const argmax_t* argmax, scalar_t* out,
                                 const Layout4d& values_l, const Layout4d& out_l,
                                 const Pool2dGeometry& g, cudaStream_t stream) {
-  if constexpr (std::is_same<argmax_t, uint8_t>::value && !std::is_integral<scalar_t>::value) {
-    cudaError_t err = cudaSuccess;
+  constexpr bool kRoutes =
+      std::is_same<argmax_t, uint8_t>::value && !std::is_integral<scalar_t>::value;
+  cudaError_t err = cudaSuccess;
+  if constexpr (kRoutes) {
     if (try_tiled_route<Route::kCopy>(values, ArgmaxTaps{argmax}, out, values_l, out_l, g,
-                                      stream, &err) ||
-        try_cl_gather<Route::kCopy>(values, argmax, out, values_l, out_l, g, stream, &err)) {
+                                      stream, &err)) {
       return err;
     }
   }
-  const cudaError_t err = check_argmax(argmax, values_l, g, stream);
+  if (scatter_pays(values_l, out_l)) {
+    err = cudaMemsetAsync(out, 0, out_l.numel() * sizeof(scalar_t), stream);
+    if (err != cudaSuccess) return err;
+    return launch_for_each_element(
+        values_l, UnpoolScatterElem<scalar_t, argmax_t>{values, argmax, out, values_l, out_l, g},
+        index_width(values_l, out_l, g), stream);
+  }
+  if constexpr (kRoutes) {
+    if (try_cl_gather<Route::kCopy>(values, argmax, out, values_l, out_l, g, stream, &err)) {
+      return err;
+    }
+  }
+  err = check_argmax(argmax, values_l, g, stream);
   if (err != cudaSuccess) return err;
   return launch_for_each_element(
       out_l, UnpoolArgmaxElem<scalar_t, argmax_t>{values, argmax, out, values_l, g},

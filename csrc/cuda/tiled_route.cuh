@@ -60,8 +60,7 @@ struct ArgmaxTaps {
     load_vectors<V>(argmax + o, tap);
   }
   __device__ __forceinline__ void report(bool all_valid) const {
-    CUDA_KERNEL_ASSERT(all_valid &&
-                       "poolx: an argmax value names no tap of its window inside the input");
+    POOLX_ASSERT_ARGMAX(all_valid);
   }
 };
 

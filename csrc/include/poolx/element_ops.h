@@ -84,22 +84,6 @@ struct GatherElem {
   }
 };
 
-// Per input: whether any window selected it.
-template <typename argmax_t>
-struct MaskElem {
-  const argmax_t* argmax;
-  bool* mask;
-  Layout4d argmax_l;
-  Pool2dGeometry g;
-
-  template <typename I>
-  POOLX_HD void operator()(I n, I c, I ih, I iw, I i) const {
-    const auto l = argmax_l.as<I>();
-    mask[i] = argmax_mask_elem(argmax + l.plane_offset(n, c), l.plane_strides(), g.as<I>(), ih,
-                               iw);
-  }
-};
-
 // Per input: the value of the last window that selected it, else 0.
 template <typename scalar_t, typename argmax_t>
 struct UnpoolArgmaxElem {

@@ -138,15 +138,6 @@ POOLX_HD sum_t max_pool2d_backward_elem(const scalar_t* grad_out_plane,
   return sum;
 }
 
-// True where at least one window selected input (ih, iw).
-template <typename argmax_t, typename I>
-POOLX_HD bool argmax_mask_elem(const argmax_t* argmax_plane, PlaneStridesT<I> s,
-                               const Pool2dGeometryT<I>& g, Same<I> ih, Same<I> iw) {
-  bool selected = false;
-  for_each_window_selecting(argmax_plane, s, g, ih, iw, [&](I) { selected = true; });
-  return selected;
-}
-
 // Unpool by argmax: the value of the last window (in output order) that
 // selected input (ih, iw), else 0; torch's CPU unpool lets the last write win.
 template <typename scalar_t, typename argmax_t, typename I>
