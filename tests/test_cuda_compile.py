@@ -153,7 +153,6 @@ TILED_KERNELS = {
         "tiled_cl_route_kernel<(Route)2, ArgmaxTaps, unsigned char, 16>",
         "tiled_nchw_route_kernel<(Route)1, IndexTaps, unsigned int, 4>",
         "tiled_cl_route_kernel<(Route)1, IndexTaps, unsigned short, 8>",
-        "cl_gather_kernel<(Route)2, unsigned char, 16>",
     ],
 }
 
