@@ -28,12 +28,12 @@ template <typename I>  // types of CUDA's atomicMax overloads
 using Key = std::conditional_t<sizeof(I) == 4, unsigned, unsigned long long>;
 
 template <typename I>
-__device__ Key<I>* keys(int64_t* scratch) {
-  return reinterpret_cast<Key<I>*>(scratch);
+__device__ Key<I>* keys(void* scratch) {
+  return static_cast<Key<I>*>(scratch);
 }
 template <typename I>
-__device__ const Key<I>* keys(const int64_t* scratch) {
-  return reinterpret_cast<const Key<I>*>(scratch);
+__device__ const Key<I>* keys(const void* scratch) {
+  return static_cast<const Key<I>*>(scratch);
 }
 
 inline int64_t key_bytes(IndexWidth width) {
@@ -42,7 +42,7 @@ inline int64_t key_bytes(IndexWidth width) {
 
 struct UnpoolClaimElem {
   const int64_t* indices;
-  int64_t* scratch;
+  void* scratch;
   Layout4d values_l, out_l;
 
   template <typename I>
@@ -62,7 +62,7 @@ struct UnpoolClaimElem {
 template <typename scalar_t>
 struct UnpoolGatherElem {
   const scalar_t* values;
-  const int64_t* scratch;
+  const void* scratch;
   scalar_t* out;
   Layout4d values_l;
 
@@ -75,7 +75,7 @@ struct UnpoolGatherElem {
 };
 
 struct ClearKey {
-  int64_t* scratch;
+  void* scratch;
 
   template <typename I>
   __device__ void operator()(I, I, I, I, I i) const {
@@ -102,6 +102,10 @@ struct CheckArgmaxElem {
 };
 
 }  // namespace
+
+int64_t max_unpool2d_indices_scratch_bytes(const Layout4d& values_l, const Layout4d& out_l) {
+  return out_l.numel() * key_bytes(index_width(values_l, out_l)) + sizeof(unsigned);
+}
 
 template <typename argmax_t>
 cudaError_t check_argmax(const argmax_t* argmax, const Layout4d& argmax_l, const Pool2dGeometry& g,
@@ -154,9 +158,12 @@ cudaError_t argmax_to_mask(const argmax_t* argmax, bool* mask, const Layout4d& a
 // rewrites the whole output: no host sync decides between them.
 template <typename scalar_t>
 cudaError_t max_unpool2d_indices(const scalar_t* values, const int64_t* indices, scalar_t* out,
-                                 int64_t* scratch, const Layout4d& values_l,
+                                 void* scratch, const Layout4d& values_l,
                                  const Layout4d& out_l, cudaStream_t stream) {
-  unsigned* outside = reinterpret_cast<unsigned*>(scratch + out_l.numel());
+  const IndexWidth width = index_width(values_l, out_l);
+  // after the keys, which leave it 4-byte aligned
+  auto* outside =
+      reinterpret_cast<unsigned*>(static_cast<char*>(scratch) + out_l.numel() * key_bytes(width));
   const unsigned* gate = nullptr;  // the general unpool runs if null or *gate
   cudaError_t err = cudaSuccess;
   if (values_l.h > 0 && values_l.w > 0 && out_l.h >= values_l.h && out_l.w >= values_l.w) {
@@ -176,7 +183,6 @@ cudaError_t max_unpool2d_indices(const scalar_t* values, const int64_t* indices,
     }
   }
   const Layout4d key_l{1, 1, 1, out_l.numel(), false};
-  const IndexWidth width = index_width(values_l, out_l);
   err = gate == nullptr
             ? cudaMemsetAsync(scratch, 0, out_l.numel() * key_bytes(width), stream)
             : launch_for_each_element(key_l, ClearKey{scratch}, width, stream, gate);
@@ -214,7 +220,7 @@ template cudaError_t argmax_to_mask<int32_t>(const int32_t*, bool*, const Layout
 POOLX_CUDA_GRAD_TYPES(POOLX_INSTANTIATE_GATHER)
 
 #define POOLX_INSTANTIATE_UNPOOL(T)                                                           \
-  template cudaError_t max_unpool2d_indices<T>(const T*, const int64_t*, T*, int64_t*,        \
+  template cudaError_t max_unpool2d_indices<T>(const T*, const int64_t*, T*, void*,           \
                                                const Layout4d&, const Layout4d&, cudaStream_t);
 POOLX_CUDA_POOLED_TYPES(POOLX_INSTANTIATE_UNPOOL)
 

@@ -7,8 +7,6 @@
 // unpool) writes it. Each window checks its own argmax: no check pass runs.
 #pragma once
 
-#include <c10/macros/Macros.h>
-
 #include "cuda_common.cuh"
 #include "poolx/elements.h"
 #include "poolx/layout.h"
@@ -35,21 +33,9 @@ __device__ bool selected_input(const argmax_t* argmax, const Pool2dGeometryT<I>&
 template <typename argmax_t, typename I>
 __device__ bool later_window_selects(const argmax_t* argmax_plane, PlaneStridesT<I> s,
                                      const Pool2dGeometryT<I>& g, I oh, I ow, InputPos<I> p) {
-  const I oh_end =
-      windows_covering(p.h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, g.out_h).end;
-  const TapRangeT<I> ows =
-      windows_covering(p.w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, g.out_w);
-  for (I oh2 = oh; oh2 < oh_end; ++oh2) {
-    const I kh = tap_of(p.h, oh2, g.stride_h, g.pad_h, g.dilation_h);
-    if (kh < 0) continue;
-    for (I ow2 = oh2 == oh ? ow + 1 : ows.begin; ow2 < ows.end; ++ow2) {
-      const I kw = tap_of(p.w, ow2, g.stride_w, g.pad_w, g.dilation_w);
-      if (kw >= 0 && static_cast<I>(argmax_plane[oh2 * s.h + ow2 * s.w]) == kh * g.kernel_w + kw) {
-        return true;
-      }
-    }
-  }
-  return false;
+  bool selects = false;
+  for_each_window_selecting(argmax_plane, s, g, p.h, p.w, [&](I) { selects = true; }, oh, ow + 1);
+  return selects;
 }
 
 template <typename argmax_t>

@@ -127,11 +127,13 @@ void max_unpool2d_indices(const Tensor& values, const Tensor& indices, const Ten
   const OnDeviceOf on(values);
   // Per output element, the winning input, and a flag (see launchers.h);
   // freed by the caching allocator once the stream is done with it.
-  const Tensor scratch = at::empty({out.numel() + 1}, out.options().dtype(at::kLong));
+  const Tensor scratch = at::empty(
+      {cuda_launch::max_unpool2d_indices_scratch_bytes(layout_of(values), layout_of(out))},
+      out.options().dtype(at::kByte));
   POOLX_DISPATCH_POOLED_TYPES(values.scalar_type(), "poolx_max_unpool2d_cuda", [&] {
     C10_CUDA_CHECK(cuda_launch::max_unpool2d_indices(
         values.const_data_ptr<scalar_t>(), indices.const_data_ptr<int64_t>(),
-        out.mutable_data_ptr<scalar_t>(), scratch.mutable_data_ptr<int64_t>(), layout_of(values),
+        out.mutable_data_ptr<scalar_t>(), scratch.mutable_data_ptr(), layout_of(values),
         layout_of(out), on.stream));
   });
 }

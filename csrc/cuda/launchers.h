@@ -59,14 +59,16 @@ template <typename argmax_t>
 cudaError_t check_argmax(const argmax_t* argmax, const Layout4d& argmax_l, const Pool2dGeometry& g,
                          cudaStream_t stream);
 
-// `scratch` holds out_l.numel() + 1 64-bit words (contents irrelevant): per
-// output position, 1 + the largest in-plane input position targeting it (a
-// key of the kernel's index width), and in the last word a flag: some index
-// lies outside the window that tiling would give it.
+// `scratch` holds max_unpool2d_indices_scratch_bytes (contents irrelevant):
+// per output position, 1 + the largest in-plane input position targeting it
+// (a key as wide as the kernel's index type: 4 bytes wherever it indexes in 32
+// bits), then a 4-byte flag: some index lies outside the window that tiling
+// would give it.
+int64_t max_unpool2d_indices_scratch_bytes(const Layout4d& values_l, const Layout4d& out_l);
 template <typename scalar_t>
 cudaError_t max_unpool2d_indices(const scalar_t* values, const int64_t* indices, scalar_t* out,
-                                 int64_t* scratch, const Layout4d& values_l,
-                                 const Layout4d& out_l, cudaStream_t stream);
+                                 void* scratch, const Layout4d& values_l, const Layout4d& out_l,
+                                 cudaStream_t stream);
 
 }  // namespace cuda_launch
 }  // namespace poolx

@@ -99,20 +99,22 @@ POOLX_HD I argmax_to_index_elem(Same<I> argmax, const Pool2dGeometryT<I>& g, Sam
 }
 
 // Visits, in row-major output order, every window whose argmax selects input
-// (ih, iw), passing its offset in the output plane. This order is the order
-// in which PyTorch's scatter adds gradients, so sums agree bit for bit.
+// (ih, iw), passing its offset in the output plane; from window (from_oh,
+// from_ow) on where given (the windows after one, for unpool's scatter). This
+// order is the order in which PyTorch's scatter adds gradients, so sums agree
+// bit for bit.
 template <typename argmax_t, typename I, typename Visit>
 POOLX_HD void for_each_window_selecting(const argmax_t* argmax_plane, PlaneStridesT<I> s,
                                         const Pool2dGeometryT<I>& g, Same<I> ih, Same<I> iw,
-                                        Visit&& visit) {
+                                        Visit&& visit, Same<I> from_oh = 0, Same<I> from_ow = 0) {
   const TapRangeT<I> ohs =
       windows_covering(ih, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, g.out_h);
   const TapRangeT<I> ows =
       windows_covering(iw, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, g.out_w);
-  for (I oh = ohs.begin; oh < ohs.end; ++oh) {
+  for (I oh = ohs.begin > from_oh ? ohs.begin : from_oh; oh < ohs.end; ++oh) {
     const I kh = tap_of(ih, oh, g.stride_h, g.pad_h, g.dilation_h);
     if (kh < 0) continue;
-    for (I ow = ows.begin; ow < ows.end; ++ow) {
+    for (I ow = oh == from_oh && from_ow > ows.begin ? from_ow : ows.begin; ow < ows.end; ++ow) {
       const I kw = tap_of(iw, ow, g.stride_w, g.pad_w, g.dilation_w);
       if (kw < 0) continue;
       const I offset = oh * s.h + ow * s.w;
