@@ -161,9 +161,9 @@ cudaError_t max_unpool2d_indices(const scalar_t* values, const int64_t* indices,
                                  void* scratch, const Layout4d& values_l,
                                  const Layout4d& out_l, cudaStream_t stream) {
   const IndexWidth width = index_width(values_l, out_l);
+  const int64_t keys_size = out_l.numel() * key_bytes(width);
   // after the keys, which leave it 4-byte aligned
-  auto* outside =
-      reinterpret_cast<unsigned*>(static_cast<char*>(scratch) + out_l.numel() * key_bytes(width));
+  auto* outside = reinterpret_cast<unsigned*>(static_cast<char*>(scratch) + keys_size);
   const unsigned* gate = nullptr;  // the general unpool runs if null or *gate
   cudaError_t err = cudaSuccess;
   if (values_l.h > 0 && values_l.w > 0 && out_l.h >= values_l.h && out_l.w >= values_l.w) {
@@ -184,7 +184,7 @@ cudaError_t max_unpool2d_indices(const scalar_t* values, const int64_t* indices,
   }
   const Layout4d key_l{1, 1, 1, out_l.numel(), false};
   err = gate == nullptr
-            ? cudaMemsetAsync(scratch, 0, out_l.numel() * key_bytes(width), stream)
+            ? cudaMemsetAsync(scratch, 0, keys_size, stream)
             : launch_for_each_element(key_l, ClearKey{scratch}, width, stream, gate);
   if (err == cudaSuccess) {
     err = launch_for_each_element(values_l, UnpoolClaimElem{indices, scratch, values_l, out_l},
