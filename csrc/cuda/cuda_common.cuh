@@ -41,6 +41,20 @@ __device__ __forceinline__ int64_t grid_stride() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
 
+// body(out_row, ow0) for every group of V adjacent outputs of one output row
+// (out_row = plane * out_h + oh; ow0 its first column), grid-stride: the
+// tiled NCHW kernels' walk (out_w % V == 0).
+template <int V, typename Body>
+__device__ __forceinline__ void for_each_row_group(int64_t planes, const Pool2dGeometry& g,
+                                                   Body body) {
+  const int64_t groups_per_row = g.out_w / V;
+  const int64_t total = planes * g.out_h * groups_per_row;
+  for (int64_t t = first_index(); t < total; t += grid_stride()) {
+    const int64_t out_row = div_nonneg(t, groups_per_row);
+    body(out_row, (t - out_row * groups_per_row) * V);
+  }
+}
+
 // Blocks for `work` items: one item per thread, capped at a few waves of
 // resident blocks (the grid-stride loops cover the rest).
 inline cudaError_t blocks_for(int64_t work, unsigned* blocks) {

@@ -25,11 +25,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
                                          Pool2dGeometry g) {
   using A = acc_t<scalar_t>;
   constexpr int kW = 2;
-  const int64_t groups_per_row = g.out_w / V;
-  const int64_t total = planes * g.out_h * groups_per_row;
-  for (int64_t t = first_index(); t < total; t += grid_stride()) {
-    const int64_t out_row = div_nonneg(t, groups_per_row);  // plane * out_h + oh
-    const int64_t ow0 = (t - out_row * groups_per_row) * V;
+  for_each_row_group<V>(planes, g, [&](int64_t out_row, int64_t ow0) {
     const int64_t plane = div_nonneg(out_row, g.out_h);
     const int64_t ih0 = (out_row - plane * g.out_h) * g.kernel_h;
     const scalar_t* src = input + (plane * g.in_h + ih0) * g.in_w + ow0 * kW;
@@ -67,7 +63,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
       for (int i = 0; i < V; ++i) indices[o + i] = argmax_to_index_elem(arg[i], g, oh, ow0 + i);
     }
-  }
+  });
 }
 
 template <typename scalar_t, int V>

@@ -106,11 +106,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     tiled_nchw_route_kernel(const scalar_t* __restrict__ src, Taps taps,
                             scalar_t* __restrict__ dst, int64_t planes, Pool2dGeometry g) {
   constexpr int kW = 2;
-  const int64_t groups_per_row = g.out_w / V;
-  const int64_t total = planes * g.out_h * groups_per_row;
-  for (int64_t t = first_index(); t < total; t += grid_stride()) {
-    const int64_t out_row = div_nonneg(t, groups_per_row);  // plane * out_h + oh
-    const int64_t ow0 = (t - out_row * groups_per_row) * V;
+  for_each_row_group<V>(planes, g, [&](int64_t out_row, int64_t ow0) {
     const int64_t o = out_row * g.out_w + ow0;
     scalar_t value[V];
     uint8_t tap[V];
@@ -135,7 +131,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       }
       store_vectors<V * kW>(row_out, row);
     }
-  }
+  });
 }
 
 // channels_last: a thread reads V adjacent channels of one window and writes
