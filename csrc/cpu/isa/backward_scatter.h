@@ -41,72 +41,70 @@ inline Sum add_rounded(Sum sum, float grad) {
 
 // The scatter of one plane's output gradients into its sums: pixels of C
 // channels (kPixels), or NCHW planes (C is 1, known to the compiler: as a
-// run-time 1 the channel loop cost NCHW a sixth of its time). Each row of
-// argmax is checked before it is used: a value past the taps reads tap 0 of
-// the table (in bounds for the interior windows that index with it).
+// run-time 1 the channel loop cost NCHW a sixth of its time). Rows of argmax
+// are checked before they are used, and the scatter stops at the first
+// invalid one: a valid value names a tap inside the input, so only windows
+// with no tap inside it (dilation + padding) need a test, and no add does.
 template <typename T, bool kPixels>
 class PlaneScatter {
  public:
   PlaneScatter(const Pool2dGeometry& g, int64_t C)
       : g_(g), C_(C), rule_(g),
-        // windows wholly inside the input need no bounds check
-        rows_(interior_outputs(g.in_h, g.out_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h)),
-        cols_(interior_outputs(g.in_w, g.out_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w)) {
-    // tap -> (row, column) offset inside the window; no division per output
+        // windows wholly inside the input; only edge windows can be empty
+        cols_(interior_outputs(g.in_w, g.out_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w)),
+        col_empty_(g.out_w) {
+    // tap -> offset from the window's first tap; no division per output
     for (int64_t t = 0; t < g.kernel_h * g.kernel_w; ++t) {
-      tap_h_[t] = static_cast<int32_t>((t / g.kernel_w) * g.dilation_h);
-      tap_w_[t] = static_cast<int32_t>((t % g.kernel_w) * g.dilation_w);
-      tap_offset_[t] = static_cast<int32_t>((tap_h_[t] * g.in_w + tap_w_[t]) * C);
+      tap_offset_[t] = static_cast<int32_t>(
+          ((t / g.kernel_w) * g.dilation_h * g.in_w + (t % g.kernel_w) * g.dilation_w) * C);
+    }
+    for (int64_t ow = 0; ow < g.out_w; ++ow) {
+      const TapRange taps =
+          window_taps(ow * g.stride_w - g.pad_w, g.kernel_w, g.dilation_w, g.in_w);
+      col_empty_[ow] = taps.begin >= taps.end;
     }
   }
 
   // Adds the plane's gradients into sums (zero on entry); false if an argmax
-  // is invalid.
+  // is invalid (the sums are then partial).
   template <typename Sum>
   bool add(const T* go, const uint8_t* am, Sum* sums) const {
     const Pool2dGeometry& g = g_;
     const int64_t C = kPixels ? C_ : 1;
-    bool valid = true;
-    const auto add = [&](Sum& sum, int64_t o) {
-      sum = add_rounded<T>(sum, static_cast<float>(go[o]));
-    };
     for (int64_t oh = 0; oh < g.out_h; ++oh, go += g.out_w * C, am += g.out_w * C) {
       if constexpr (kPixels) {
-        valid &= rule_.row_valid(am, C, oh);
-      } else if (oh % rule_.nchw_check_rows() == 0) {
-        valid &= rule_.nchw_rows_valid(am, oh);
+        if (!rule_.row_valid(am, C, oh)) return false;
+      } else if (oh % rule_.nchw_check_rows() == 0 && !rule_.nchw_rows_valid(am, oh)) {
+        return false;
       }
-      const int64_t h0 = oh * g.stride_h - g.pad_h;
-      const auto add_checked = [&](int64_t ow_begin, int64_t ow_end) {
-        for (int64_t o = ow_begin * C; o < ow_end * C; ++o) {
-          const int64_t ow = o / C, c = o - ow * C;
-          const int64_t ih = h0 + tap_h_[am[o]];
-          const int64_t iw = ow * g.stride_w - g.pad_w + tap_w_[am[o]];
-          if (ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w) {
-            add(sums[(ih * g.in_w + iw) * C + c], o);
-          }
+      if (rule_.row_empty(oh)) continue;
+      // window (oh, 0)'s first tap, before the input where padded
+      const int64_t row_start = (oh * g.stride_h - g.pad_h) * g.in_w - g.pad_w;
+      const auto add_window = [&](int64_t ow) {
+        const int64_t start = (row_start + ow * g.stride_w) * C;
+        for (int64_t o = ow * C, c = 0; c < C; ++o, ++c) {
+          Sum& sum = sums[start + tap_offset_[am[o]] + c];
+          sum = add_rounded<T>(sum, static_cast<float>(go[o]));
         }
       };
-      if (oh < rows_.begin || oh >= rows_.end || cols_.begin == cols_.end) {
-        add_checked(0, g.out_w);
-        continue;
+      for (int64_t ow = 0; ow < cols_.begin; ++ow) {
+        if (!col_empty_[ow]) add_window(ow);
       }
-      add_checked(0, cols_.begin);
-      for (int64_t ow = cols_.begin; ow < cols_.end; ++ow) {
-        Sum* window = sums + (h0 * g.in_w + ow * g.stride_w - g.pad_w) * C;
-        for (int64_t o = ow * C, c = 0; c < C; ++o, ++c) add(window[tap_offset_[am[o]] + c], o);
+      for (int64_t ow = cols_.begin; ow < cols_.end; ++ow) add_window(ow);
+      for (int64_t ow = cols_.end; ow < g.out_w; ++ow) {
+        if (!col_empty_[ow]) add_window(ow);
       }
-      add_checked(cols_.end, g.out_w);
     }
-    return valid;
+    return true;
   }
 
  private:
   const Pool2dGeometry g_;
   const int64_t C_;
   const ArgmaxRule rule_;
-  const TapRange rows_, cols_;
-  std::array<int32_t, 256> tap_h_{}, tap_w_{}, tap_offset_{};
+  const TapRange cols_;
+  std::vector<uint8_t> col_empty_;
+  std::array<int32_t, 256> tap_offset_{};
 };
 
 // sums (T values) streamed to out, exactly; sums left zero.
@@ -146,7 +144,7 @@ void backward_scatter(const FastBackwardArgs& a) {
   at::parallel_for(0, planes, grain_for(plane), [&](int64_t b, int64_t e) {
     bool valid = true;
     std::vector<float> sums(in_scratch ? plane : 0);
-    for (int64_t p = b; p < e; ++p) {
+    for (int64_t p = b; p < e && valid; ++p) {  // an invalid argmax ends the task
       const T* go_plane = go + p * out_plane;
       const uint8_t* am_plane = a.argmax + p * out_plane;
       T* gi_plane = gi + p * plane;
