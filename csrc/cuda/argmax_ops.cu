@@ -49,7 +49,8 @@ struct UnpoolClaimElem {
   __device__ void operator()(I n, I c, I ih, I iw, I i) const {
     // as torch's CUDA unpool does: no host sync to look at the indices first
     CUDA_KERNEL_ASSERT(indices[i] >= 0 && indices[i] < out_l.h * out_l.w &&
-                       "poolx: max_unpool2d: Found an invalid max index (outside its output plane)");
+                       "poolx: max_unpool2d: Found an invalid max index "
+                       "(outside its output plane)");
     const auto ol = out_l.as<I>(), vl = values_l.as<I>();
     const PlaneStridesT<I> os = ol.plane_strides(), vs = vl.plane_strides();
     const I target = static_cast<I>(indices[i]);

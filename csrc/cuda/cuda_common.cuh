@@ -60,7 +60,9 @@ __device__ __forceinline__ void for_each_row_group(int64_t planes, const Pool2dG
 inline cudaError_t blocks_for(int64_t work, unsigned* blocks) {
   int device = 0, sms = 0;
   cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  }
   if (err != cudaSuccess) return err;
   const int64_t needed = (work + kThreads - 1) / kThreads;
   *blocks = static_cast<unsigned>(std::min<int64_t>(needed, int64_t{sms} * 32));

@@ -186,7 +186,8 @@ int channel_lanes(const Layout4d& l, std::initializer_list<const void*> elements
                   const void* taps, int tap_bytes) {
   for (int v : {static_cast<int>(16 / sizeof(scalar_t)), 2}) {
     bool fits = l.c % v == 0 && aligned(taps, tap_chunk_bytes(v, tap_bytes));
-    for (const void* p : elements) fits = fits && aligned(p, v * static_cast<int>(sizeof(scalar_t)));
+    const int vector_bytes = v * static_cast<int>(sizeof(scalar_t));
+    for (const void* p : elements) fits = fits && aligned(p, vector_bytes);
     if (fits) return v;
   }
   return 0;

@@ -202,9 +202,9 @@ template <typename T>
 inline std::pair<Vec, Vec> load_even_odd(const T* p, int64_t n) {
 #if defined(CPU_CAPABILITY_AVX512)
   if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    const __mmask32 first_n = static_cast<__mmask32>((uint64_t{1} << n) - 1);
     const __m512i pairs =
-        n >= 2 * kLanes ? _mm512_loadu_si512(p)
-                        : _mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t{1} << n) - 1), p);
+        n >= 2 * kLanes ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(first_n, p);
     return {_mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16)),
             _mm512_castsi512_ps(_mm512_and_si512(pairs, _mm512_set1_epi32(int32_t(0xFFFF0000))))};
   }
