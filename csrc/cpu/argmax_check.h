@@ -88,6 +88,7 @@ class ArgmaxRule {
   // The first tap row of window row oh that lies inside the input.
   int64_t first_row_tap(int64_t oh) const { return rows_[oh].begin; }
   bool row_empty(int64_t oh) const { return rows_[oh].begin >= rows_[oh].end; }
+  bool col_empty(int64_t ow) const { return cols_[ow].begin >= cols_[ow].end; }
 
   // Whether every window lies wholly inside the input (tiled pooling): then
   // value < taps is the whole check.

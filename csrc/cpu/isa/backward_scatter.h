@@ -44,24 +44,17 @@ inline Sum add_rounded(Sum sum, float grad) {
 // run-time 1 the channel loop cost NCHW a sixth of its time). Rows of argmax
 // are checked before they are used, and the scatter stops at the first
 // invalid one: a valid value names a tap inside the input, so only windows
-// with no tap inside it (dilation + padding) need a test, and no add does.
+// with no tap inside it (dilation + padding) need a test (ArgmaxRule's
+// row_empty, col_empty), and no add does.
 template <typename T, bool kPixels>
 class PlaneScatter {
  public:
   PlaneScatter(const Pool2dGeometry& g, int64_t C)
-      : g_(g), C_(C), rule_(g),
-        // windows wholly inside the input; only edge windows can be empty
-        cols_(interior_outputs(g.in_w, g.out_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w)),
-        col_empty_(g.out_w) {
+      : g_(g), C_(C), rule_(g), cols_(rule_.interior_cols()) {
     // tap -> offset from the window's first tap; no division per output
     for (int64_t t = 0; t < g.kernel_h * g.kernel_w; ++t) {
       tap_offset_[t] = static_cast<int32_t>(
           ((t / g.kernel_w) * g.dilation_h * g.in_w + (t % g.kernel_w) * g.dilation_w) * C);
-    }
-    for (int64_t ow = 0; ow < g.out_w; ++ow) {
-      const TapRange taps =
-          window_taps(ow * g.stride_w - g.pad_w, g.kernel_w, g.dilation_w, g.in_w);
-      col_empty_[ow] = taps.begin >= taps.end;
     }
   }
 
@@ -87,12 +80,13 @@ class PlaneScatter {
           sum = add_rounded<T>(sum, static_cast<float>(go[o]));
         }
       };
+      // cols_ holds the windows wholly inside the input; only the others can be empty
       for (int64_t ow = 0; ow < cols_.begin; ++ow) {
-        if (!col_empty_[ow]) add_window(ow);
+        if (!rule_.col_empty(ow)) add_window(ow);
       }
       for (int64_t ow = cols_.begin; ow < cols_.end; ++ow) add_window(ow);
       for (int64_t ow = cols_.end; ow < g.out_w; ++ow) {
-        if (!col_empty_[ow]) add_window(ow);
+        if (!rule_.col_empty(ow)) add_window(ow);
       }
     }
     return true;
@@ -103,7 +97,6 @@ class PlaneScatter {
   const int64_t C_;
   const ArgmaxRule rule_;
   const TapRange cols_;
-  std::vector<uint8_t> col_empty_;
   std::array<int32_t, 256> tap_offset_{};
 };
 
