@@ -5,11 +5,13 @@
 // bit for bit. 16-bit sums round to T after every add, as torch adds into the
 // element type.
 //
-// Where the gradient is large, a plane is summed in a float scratch that
-// stays in the cache, then streamed to grad_input, the scratch zeroed as it
-// is read: grad_input is written once, never read. Summed in grad_input
-// itself, every line of it would be read for the zero-fill first. Planes too
-// large for the cache, and gradients that stay in it, are summed in place.
+// A plane is summed in a float scratch that stays in the cache, then copied
+// to grad_input (streamed where the gradient is large), the scratch zeroed
+// as it is read: grad_input is written once, never read. Summed in
+// grad_input itself, every line of it would be read for the zero-fill
+// first, and each 16-bit sum widened before its add and narrowed after.
+// Planes too large for the cache, and float32 gradients that stay in it,
+// are summed in place.
 #pragma once
 
 #include <ATen/Parallel.h>
@@ -100,12 +102,12 @@ class PlaneScatter {
   std::array<int32_t, 256> tap_offset_{};
 };
 
-// sums (T values) streamed to out, exactly; sums left zero.
+// sums (T values) copied to out, exactly; sums left zero.
 template <typename T>
-inline void stream_sums(float* sums, T* out, int64_t n) {
+inline void move_sums(float* sums, T* out, int64_t n, bool stream) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    store_lanes(out + i, Vec::loadu(sums + i), kLanes, /*stream=*/true);
+    store_lanes(out + i, Vec::loadu(sums + i), kLanes, stream);
     Vec(0.f).store(sums + i);
   }
   for (; i < n; ++i) {
@@ -128,12 +130,13 @@ void backward_scatter(const FastBackwardArgs& a) {
   const PlaneScatter<T, kPixels> scatter(g, C);
   const int64_t plane = g.in_h * g.in_w * C, out_plane = g.out_h * g.out_w * C;
   const int64_t planes = a.in_l.n * a.in_l.c / C;
-  // The scratch serves outputs that stream (an output that stays in the
-  // cache is as fast to sum in place, without the scratch's extra pass);
-  // streamed whole, every plane starts a cache line.
+  // Streamed whole, every plane starts a cache line. A float32 gradient
+  // that stays in the cache is as fast to sum in place, without the
+  // scratch's extra pass.
+  const bool stream = worth_streaming(gi, planes * plane) &&
+                      plane * static_cast<int64_t>(sizeof(T)) % 64 == 0;
   const bool in_scratch = plane * static_cast<int64_t>(sizeof(float)) <= kScratchMaxBytes &&
-                          worth_streaming(gi, planes * plane) &&
-                          plane * static_cast<int64_t>(sizeof(T)) % 64 == 0;
+                          (stream || !std::is_same_v<T, float>);
   at::parallel_for(0, planes, grain_for(plane), [&](int64_t b, int64_t e) {
     bool valid = true;
     std::vector<float> sums(in_scratch ? plane : 0);
@@ -143,14 +146,14 @@ void backward_scatter(const FastBackwardArgs& a) {
       T* gi_plane = gi + p * plane;
       if (in_scratch) {
         valid &= scatter.add(go_plane, am_plane, sums.data());
-        stream_sums(sums.data(), gi_plane, plane);
+        move_sums(sums.data(), gi_plane, plane, stream);
       } else {
         fill_zero(gi_plane, plane);
         valid &= scatter.add(go_plane, am_plane, gi_plane);
       }
     }
     if (!valid) a.argmax_invalid->store(true, std::memory_order_relaxed);
-    if (in_scratch) stream_fence();
+    if (stream) stream_fence();
   });
 }
 
