@@ -30,14 +30,13 @@ namespace POOLX_ISA_NAMESPACE {
 // sum + grad rounded to T, as torch's add into a T rounds it. Sum: T itself,
 // or float holding T values (the scratch).
 template <typename T, typename Sum>
-inline Sum add_rounded(Sum sum, float grad) {
-  const float exact = static_cast<float>(sum) + grad;
+inline void add_rounded(Sum& sum, float grad) {
   if constexpr (std::is_same_v<Sum, T>) {
-    return narrow<T>(exact);
+    sum = narrow<T>(static_cast<float>(sum) + grad);
   } else if constexpr (std::is_same_v<T, c10::BFloat16>) {
-    return round_to_bfloat16(exact);
+    add_rounded_to_bfloat16(&sum, grad);
   } else {
-    return static_cast<float>(static_cast<T>(exact));
+    sum = static_cast<float>(static_cast<T>(sum + grad));
   }
 }
 
@@ -78,8 +77,7 @@ class PlaneScatter {
       const auto add_window = [&](int64_t ow) {
         const int64_t start = (row_start + ow * g.stride_w) * C;
         for (int64_t o = ow * C, c = 0; c < C; ++o, ++c) {
-          Sum& sum = sums[start + tap_offset_[am[o]] + c];
-          sum = add_rounded<T>(sum, static_cast<float>(go[o]));
+          add_rounded<T>(sums[start + tap_offset_[am[o]] + c], static_cast<float>(go[o]));
         }
       };
       // cols_ holds the windows wholly inside the input; only the others can be empty

@@ -154,17 +154,35 @@ inline void store_float(T* p, const Vec& v, int64_t n) {
 // bfloat16 the rounding is integer arithmetic on the bits; NaN lanes stay
 // NaN (a sum of widened bfloat16 values is NaN only as one of them or as the
 // default NaN, with no low bits to carry).
-inline float round_to_bfloat16(float f) {
 #if defined(__SSE2__)
-  // in the vector register the float already lives in: no trip through a GPR
-  const __m128i u = _mm_castps_si128(_mm_set_ss(f));
+// Lane 0 of f rounded so, in the vector register it lives in: no trip
+// through a GPR.
+inline __m128 round_lane_to_bfloat16(__m128 f) {
+  const __m128i u = _mm_castps_si128(f);
   const __m128i lsb = _mm_and_si128(_mm_srli_epi32(u, 16), _mm_set1_epi32(1));
   const __m128i biased = _mm_add_epi32(_mm_add_epi32(u, lsb), _mm_set1_epi32(0x7FFF));
   const __m128i upper = _mm_set1_epi32(static_cast<int>(0xFFFF0000u));
-  return _mm_cvtss_f32(_mm_castsi128_ps(_mm_and_si128(biased, upper)));
+  return _mm_castsi128_ps(_mm_and_si128(biased, upper));
+}
+#endif
+
+inline float round_to_bfloat16(float f) {
+#if defined(__SSE2__)
+  return _mm_cvtss_f32(round_lane_to_bfloat16(_mm_set_ss(f)));
 #else
   const uint32_t u = c10::bit_cast<uint32_t>(f);
   return c10::bit_cast<float>((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
+#endif
+}
+
+// *sum = round_to_bfloat16(*sum + grad), the sum loaded into a register
+// whose other lanes the load clears: round_to_bfloat16 of a float already
+// in a register spends an instruction on clearing them.
+inline void add_rounded_to_bfloat16(float* sum, float grad) {
+#if defined(__SSE2__)
+  _mm_store_ss(sum, round_lane_to_bfloat16(_mm_add_ss(_mm_load_ss(sum), _mm_set_ss(grad))));
+#else
+  *sum = round_to_bfloat16(*sum + grad);
 #endif
 }
 
