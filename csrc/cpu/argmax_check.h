@@ -85,6 +85,10 @@ class ArgmaxRule {
     return one_in_rect(value, rows_[oh], cols_[ow]);
   }
 
+  // (v * tap_row_mul()) >> 16 is a uint8 value v's tap row, v / kernel_w,
+  // by a multiply that vectorizes.
+  uint32_t tap_row_mul() const { return div_mul_; }
+
   // The first tap row of window row oh that lies inside the input.
   int64_t first_row_tap(int64_t oh) const { return rows_[oh].begin; }
   bool row_empty(int64_t oh) const { return rows_[oh].begin >= rows_[oh].end; }

@@ -57,12 +57,24 @@ class PlaneScatter {
       tap_offset_[t] = static_cast<int32_t>(
           ((t / g.kernel_w) * g.dilation_h * g.in_w + (t % g.kernel_w) * g.dilation_w) * C);
     }
+    if (!kPixels && adds_flat()) {
+      window_starts_.resize(g.out_h * g.out_w);
+      for (int64_t oh = 0, o = 0; oh < g.out_h; ++oh) {
+        for (int64_t ow = 0; ow < g.out_w; ++ow, ++o) {
+          window_starts_[o] = static_cast<int32_t>((oh * g.stride_h - g.pad_h) * g.in_w +
+                                                   ow * g.stride_w - g.pad_w);
+        }
+      }
+    }
   }
 
   // Adds the plane's gradients into sums (zero on entry); false if an argmax
   // is invalid (the sums are then partial).
   template <typename Sum>
   bool add(const T* go, const uint8_t* am, Sum* sums) const {
+    if constexpr (!kPixels) {
+      if (!window_starts_.empty()) return add_flat(go, am, sums);
+    }
     const Pool2dGeometry& g = g_;
     const int64_t C = kPixels ? C_ : 1;
     for (int64_t oh = 0; oh < g.out_h; ++oh, go += g.out_w * C, am += g.out_w * C) {
@@ -93,11 +105,54 @@ class PlaneScatter {
   }
 
  private:
+  // NCHW planes of at most this many windows are added as one flat run.
+  static constexpr int64_t kFlatMaxOutputs = 4096;
+
+  // Whether the plane's windows may be added as one flat run: few enough,
+  // none empty, offsets within int32.
+  bool adds_flat() const {
+    const Pool2dGeometry& g = g_;
+    bool any_empty = false;
+    for (int64_t oh = 0; oh < g.out_h; ++oh) any_empty |= rule_.row_empty(oh);
+    for (int64_t ow = 0; ow < g.out_w; ++ow) any_empty |= rule_.col_empty(ow);
+    return !any_empty && g.out_h * g.out_w <= kFlatMaxOutputs &&
+           (g.in_h + 2 * g.pad_h) * (g.in_w + 2 * g.pad_w) < (int64_t{1} << 30);
+  }
+
+  // add() for an NCHW plane of few windows, none empty: every target first,
+  // by arithmetic that vectorizes, then the adds in one loop. Decoding each
+  // argmax beside its add put two dependent loads before every add's
+  // address, and windows side by side often share their selected tap: the
+  // loads of the next adds then waited on the stores before them, and short
+  // rows paid their loop's exit at every row.
+  template <typename Sum>
+  bool add_flat(const T* go, const uint8_t* am, Sum* sums) const {
+    const Pool2dGeometry& g = g_;
+    for (int64_t oh = 0; oh < g.out_h; oh += rule_.nchw_check_rows()) {
+      if (!rule_.nchw_rows_valid(am + oh * g.out_w, oh)) return false;
+    }
+    const int64_t n = g.out_h * g.out_w;
+    const uint32_t row_mul = rule_.tap_row_mul();
+    const auto dilation_w = static_cast<int32_t>(g.dilation_w);
+    // a tap row further down: dilation_h input rows, less the kernel_w taps
+    const auto row_step = static_cast<int32_t>(g.dilation_h * g.in_w - g.kernel_w * g.dilation_w);
+    const int32_t* starts = window_starts_.data();
+    alignas(64) int32_t targets[kFlatMaxOutputs];
+    for (int64_t o = 0; o < n; ++o) {
+      const uint32_t v = am[o], kh = (v * row_mul) >> 16;
+      targets[o] = starts[o] + static_cast<int32_t>(v) * dilation_w +
+                   static_cast<int32_t>(kh) * row_step;
+    }
+    for (int64_t o = 0; o < n; ++o) add_rounded<T>(sums[targets[o]], static_cast<float>(go[o]));
+    return true;
+  }
+
   const Pool2dGeometry g_;
   const int64_t C_;
   const ArgmaxRule rule_;
   const TapRange cols_;
   std::array<int32_t, 256> tap_offset_{};
+  std::vector<int32_t> window_starts_;  // add_flat's: each window's first tap
 };
 
 // sums (T values) copied to out, exactly; sums left zero.
