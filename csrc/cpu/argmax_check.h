@@ -115,8 +115,12 @@ class ArgmaxRule {
       const argmax_t* w = a + (ow - ow_begin) * channels;
       return channels == 1 ? one_in_rect(*w, rows, cols_[ow]) : in_rect(w, channels, rows, cols_[ow]);
     };
-    bool ok = (below_taps && whole_row(rows)) ||
-              in_rect(a + (b - ow_begin) * channels, (e - b) * channels, rows, {0, g_.kernel_w});
+    // inside the input the rectangle is the whole kernel: value < taps, a
+    // byte-wide max where the values are bytes
+    const argmax_t* inside = a + (b - ow_begin) * channels;
+    bool ok = whole_row(rows)
+                  ? below_taps || all_below(inside, (e - b) * channels, taps_)
+                  : in_rect(inside, (e - b) * channels, rows, {0, g_.kernel_w});
     for (int64_t ow = ow_begin; ow < b && ok; ++ow) ok = edge(ow);
     for (int64_t ow = e; ow < ow_end && ok; ++ow) ok = edge(ow);
     return ok;
