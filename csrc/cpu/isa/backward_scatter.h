@@ -189,7 +189,7 @@ void backward_scatter(const FastBackwardArgs& a) {
   const bool stream = worth_streaming(gi, planes * plane) &&
                       plane * static_cast<int64_t>(sizeof(T)) % 64 == 0;
   const bool in_scratch = plane * static_cast<int64_t>(sizeof(float)) <= kScratchMaxBytes &&
-                          (stream || !std::is_same_v<T, float>);
+                          (stream || sizeof(T) < sizeof(float));
   at::parallel_for(0, planes, grain_for(plane), [&](int64_t b, int64_t e) {
     bool valid = true;
     std::vector<float> sums(in_scratch ? plane : 0);
