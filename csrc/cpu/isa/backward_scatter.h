@@ -47,15 +47,30 @@ inline void add_rounded(Sum& sum, float grad) {
 // invalid one: a valid value names a tap inside the input, so only windows
 // with no tap inside it (dilation + padding) need a test (ArgmaxRule's
 // row_empty, col_empty), and no add does.
+// A tap's offset from its window's first tap, by arithmetic (no division,
+// no table): the tap row by ArgmaxRule's multiply, then whole rows of
+// taps and columns. The tables of add() and the flat run's vectorized
+// targets both come from it.
+struct TapOffsets {
+  uint32_t row_mul;  // ArgmaxRule::tap_row_mul
+  int32_t col_step, row_step;
+  int32_t operator()(uint32_t tap) const {
+    const uint32_t kh = (tap * row_mul) >> 16;
+    return static_cast<int32_t>(tap) * col_step + static_cast<int32_t>(kh) * row_step;
+  }
+};
+
 template <typename T, bool kPixels>
 class PlaneScatter {
  public:
   PlaneScatter(const Pool2dGeometry& g, int64_t C)
-      : g_(g), C_(C), rule_(g), cols_(rule_.interior_cols()) {
-    // tap -> offset from the window's first tap; no division per output
+      : g_(g), C_(C), rule_(g), cols_(rule_.interior_cols()),
+        // a tap row further down: dilation_h input rows, less the kernel_w taps
+        tap_offsets_{
+            rule_.tap_row_mul(), static_cast<int32_t>(g.dilation_w * C),
+            static_cast<int32_t>((g.dilation_h * g.in_w - g.kernel_w * g.dilation_w) * C)} {
     for (int64_t t = 0; t < g.kernel_h * g.kernel_w; ++t) {
-      tap_offset_[t] = static_cast<int32_t>(
-          ((t / g.kernel_w) * g.dilation_h * g.in_w + (t % g.kernel_w) * g.dilation_w) * C);
+      tap_offset_[t] = tap_offsets_(static_cast<uint32_t>(t));
     }
     if (!kPixels && adds_flat()) {
       window_starts_.resize(g.out_h * g.out_w);
@@ -132,17 +147,10 @@ class PlaneScatter {
       if (!rule_.nchw_rows_valid(am + oh * g.out_w, oh)) return false;
     }
     const int64_t n = g.out_h * g.out_w;
-    const uint32_t row_mul = rule_.tap_row_mul();
-    const auto dilation_w = static_cast<int32_t>(g.dilation_w);
-    // a tap row further down: dilation_h input rows, less the kernel_w taps
-    const auto row_step = static_cast<int32_t>(g.dilation_h * g.in_w - g.kernel_w * g.dilation_w);
+    const TapOffsets offset = tap_offsets_;  // a local, so that the loop vectorizes
     const int32_t* starts = window_starts_.data();
     alignas(64) int32_t targets[kFlatMaxOutputs];
-    for (int64_t o = 0; o < n; ++o) {
-      const uint32_t v = am[o], kh = (v * row_mul) >> 16;
-      targets[o] = starts[o] + static_cast<int32_t>(v) * dilation_w +
-                   static_cast<int32_t>(kh) * row_step;
-    }
+    for (int64_t o = 0; o < n; ++o) targets[o] = starts[o] + offset(am[o]);
     for (int64_t o = 0; o < n; ++o) add_rounded<T>(sums[targets[o]], static_cast<float>(go[o]));
     return true;
   }
@@ -151,7 +159,8 @@ class PlaneScatter {
   const int64_t C_;
   const ArgmaxRule rule_;
   const TapRange cols_;
-  std::array<int32_t, 256> tap_offset_{};
+  const TapOffsets tap_offsets_;
+  std::array<int32_t, 256> tap_offset_{};  // tap_offsets_ looked up
   std::vector<int32_t> window_starts_;  // add_flat's: each window's first tap
 };
 
