@@ -189,3 +189,24 @@ def test_tiled_kernels_use_vector_loads_and_stores(source, tmp_path):
         assert kernel in entries, f"{kernel} not in the PTX; kernels: {sorted(entries)}"
         assert re.search(VECTOR_LOAD, entries[kernel]), f"{kernel}: no vector load"
         assert re.search(VECTOR_STORE, entries[kernel]), f"{kernel}: no vector store"
+
+
+# The plane scatter (plane_scatter.cuh) reads 4 keys per shared-memory load.
+PLANE_SCATTERS = {
+    "argmax_ops.cu": "IndexClaims",
+    "max_pool2d_backward.cu": "ArgmaxClaims<unsigned char>",
+}
+
+
+@pytest.mark.skipif(shutil.which("c++filt") is None, reason="c++filt needed to find kernels")
+@pytest.mark.parametrize("source", sorted(PLANE_SCATTERS))
+def test_plane_scatter_reads_keys_in_vectors(source, tmp_path):
+    ptx_file = tmp_path / "out.ptx"
+    run_nvcc(nvcc_command(ROOT / "csrc" / "cuda" / source, "-arch=sm_90", "-ptx", "-o",
+                          str(ptx_file)))
+    entries = ptx_entries(ptx_file.read_text())
+    for bits in ["unsigned int", "unsigned short"]:
+        wanted = f"PlaneScatter<{PLANE_SCATTERS[source]}, {bits}>"
+        found = [body for name, body in entries.items() if wanted in name]
+        assert found, f"{wanted} not in the PTX; kernels: {sorted(entries)}"
+        assert re.search(r"ld\.shared\.v4\.(u32|b32)", found[0]), f"{wanted}: no vector key load"

@@ -48,6 +48,14 @@ BUGS = {
         "csrc/cuda/channels_last.cuh",
         "valid &= taps_inside<V>(tap, g, oh, ow);",
         "valid &= tap != nullptr;"),
+    "atomicMax replaced by a plain store (the plane scatter)": (
+        "csrc/cuda/plane_scatter.cuh",
+        "if (claims(s, group, p, &t)) atomicMax(keys + t, static_cast<unsigned>(p) + 1);",
+        "if (claims(s, group, p, &t)) keys[t] = static_cast<unsigned>(p) + 1;"),
+    "the plane scatter's keys not cleared": (
+        "csrc/cuda/plane_scatter.cuh",
+        "for (int32_t e = first; e < outputs; e += step) keys[e] = 0;",
+        "for (int32_t e = first; e < 0; e += step) keys[e] = 0;"),
     "a grid-stride loop reduced to one iteration (the element kernel)": (
         "csrc/cuda/cuda_common.cuh",
         "i < total; i += static_cast<I>(grid_stride())) {",

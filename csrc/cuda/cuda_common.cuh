@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "poolx/geometry.h"
 #include "poolx/layout.h"
@@ -132,6 +133,13 @@ cudaError_t launch_for_each_element(const Layout4d& l, const Body& body, IndexWi
              ? launch(for_each_element_kernel<int32_t, Body>, l.numel(), stream, l, body, gate)
              : launch(for_each_element_kernel<int64_t, Body>, l.numel(), stream, l, body, gate);
 }
+
+// The unsigned type of T's size: unpool moves elements as bits.
+template <typename T>
+using Bits = std::conditional_t<
+    sizeof(T) == 1, uint8_t,
+    std::conditional_t<sizeof(T) == 2, uint16_t,
+                       std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
 
 // Vector memory access: N elements moved in chunks of at most 16 bytes, each
 // chunk one load/store instruction. Pointers must be aligned to chunk_bytes

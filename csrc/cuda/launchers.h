@@ -59,8 +59,8 @@ template <typename argmax_t>
 cudaError_t check_argmax(const argmax_t* argmax, const Layout4d& argmax_l, const Pool2dGeometry& g,
                          cudaStream_t stream);
 
-// `scratch` holds max_unpool2d_indices_scratch_bytes (contents irrelevant):
-// per output position, 1 + the largest in-plane input position targeting it
+// `scratch` holds max_unpool2d_indices_scratch_bytes (contents irrelevant;
+// none where the plane scatter runs): per output position, 1 + the largest in-plane input position targeting it
 // (a key as wide as the kernel's index type: 4 bytes wherever it indexes in 32
 // bits), then a 4-byte flag: some index lies outside the window that tiling
 // would give it.

@@ -3,14 +3,15 @@
 // geometries take the one-pass tiled routing (tiled_route.cuh) and other
 // channels_last ones a gather of V channels per thread (channels_last.cuh);
 // the generic kernel gathers per input element with the shared element
-// function; unpool scatters per window where that is cheaper. None uses
-// atomics; all sum in torch's order.
+// function; unpool scatters per plane or per window where that is cheaper.
+// No sum uses atomics; all sum in torch's order.
 #include <type_traits>
 
 #include "argmax_scatter.cuh"
 #include "channels_last.cuh"
 #include "cuda_common.cuh"
 #include "launchers.h"
+#include "plane_scatter.cuh"
 #include "poolx/element_ops.h"
 #include "tiled_route.cuh"
 
@@ -41,8 +42,10 @@ cudaError_t max_pool2d_backward(const scalar_t* grad_output, const argmax_t* arg
 
 // Unpool by argmax: in a tiled geometry every input lies in at most one
 // window, so "the last window that selected it" is the tiled backward's
-// routing with the value copied; where windows are at most half the inputs,
-// a scatter per window (argmax_scatter.cuh); else a gather per input.
+// routing with the value copied; NCHW planes that fit a block's shared memory
+// take the plane scatter (plane_scatter.cuh); elsewhere, where windows are at
+// most half the inputs, a scatter per window (argmax_scatter.cuh); else a
+// gather per input.
 template <typename scalar_t, typename argmax_t>
 cudaError_t max_unpool2d_argmax(const scalar_t* values, const argmax_t* argmax, scalar_t* out,
                                 const Layout4d& values_l, const Layout4d& out_l,
@@ -56,12 +59,19 @@ cudaError_t max_unpool2d_argmax(const scalar_t* values, const argmax_t* argmax, 
       return err;
     }
   }
+  const IndexWidth width = index_width(values_l, out_l, g);
+  using B = Bits<scalar_t>;
+  if (try_plane_scatter(ArgmaxClaims<argmax_t>{argmax, g.as<int32_t>()},
+                        reinterpret_cast<const B*>(values), reinterpret_cast<B*>(out), values_l,
+                        out_l, width, stream, &err)) {
+    return err;
+  }
   if (scatter_pays(values_l, out_l)) {
     err = cudaMemsetAsync(out, 0, out_l.numel() * sizeof(scalar_t), stream);
     if (err != cudaSuccess) return err;
     return launch_for_each_element(
         values_l, UnpoolScatterElem<scalar_t, argmax_t>{values, argmax, out, values_l, out_l, g},
-        index_width(values_l, out_l, g), stream);
+        width, stream);
   }
   if constexpr (kRoutes) {
     if (try_cl_gather<Route::kCopy>(values, argmax, out, values_l, out_l, g, stream, &err)) {
@@ -72,7 +82,7 @@ cudaError_t max_unpool2d_argmax(const scalar_t* values, const argmax_t* argmax, 
   if (err != cudaSuccess) return err;
   return launch_for_each_element(
       out_l, UnpoolArgmaxElem<scalar_t, argmax_t>{values, argmax, out, values_l, g},
-      index_width(values_l, out_l, g), stream);
+      width, stream);
 }
 
 #define POOLX_INSTANTIATE_UNPOOL_ARGMAX(T)                                                    \

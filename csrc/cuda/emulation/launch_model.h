@@ -9,9 +9,10 @@
 // fails), the device reports one multiprocessor (grids stay small, so
 // grid-stride loops stride), a vector access that a GPU would fault on for
 // misalignment raises, and a device-side assert raises instead of aborting
-// the process. The
-// kernels use no shared memory and no barriers, so running threads to
-// completion one at a time is a legal schedule.
+// the process. A kernel without barriers runs each thread to completion, one
+// at a time (a legal schedule); the one kernel with block barriers and shared
+// memory (plane_scatter.cuh) is written as phases, and every thread of a
+// block finishes a phase before any starts the next.
 #pragma once
 
 #include <algorithm>
@@ -129,6 +130,35 @@ void run_grid(unsigned blocks, unsigned threads, const ThreadBody& thread_body) 
     for (unsigned t : run_order(threads, launch, rng)) {
       threadIdx = uint3{t, 0, 0};
       thread_body();
+    }
+  }
+}
+
+// Runs a block program of Program::kPhases phases with a barrier after each
+// (plane_scatter.cuh's phased_kernel) for `groups` groups, grid-stride, with
+// `shared_words` of shared memory per block, which starts as garbage, as on a
+// GPU.
+template <typename Program>
+void run_phases(unsigned blocks, unsigned threads, size_t shared_words, int64_t groups,
+                const Program& program) {
+  static std::atomic<uint64_t> launches{0};
+  const uint64_t launch = launches++;
+  std::mt19937 rng(static_cast<uint32_t>(launch));
+  gridDim = dim3{blocks, 1, 1};
+  blockDim = dim3{threads, 1, 1};
+  // 16-byte aligned, as the kernel's `extern __shared__ uint4`
+  std::vector<uint4> shared((shared_words + 3) / 4);
+  auto* words = reinterpret_cast<unsigned*>(shared.data());
+  for (unsigned b : run_order(blocks, launch, rng)) {
+    blockIdx = uint3{b, 0, 0};
+    for (int64_t group = b; group < groups; group += blocks) {
+      std::fill(words, words + 4 * shared.size(), 0xDEADBEEFu);
+      for (int k = 0; k < Program::kPhases; ++k) {
+        for (unsigned t : run_order(threads, launch + k, rng)) {
+          threadIdx = uint3{t, 0, 0};
+          program.phase(k, group, words);
+        }
+      }
     }
   }
 }
