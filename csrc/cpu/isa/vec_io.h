@@ -213,9 +213,10 @@ inline Vec round_to(const Vec& v) {
 }
 
 // 2 * kLanes consecutive elements (fewer if n says so) split into the even
-// and the odd ones. bfloat16 on AVX-512 needs no shuffle: each 32-bit lane of
-// one load holds an (even, odd) pair, and a bfloat16 widens to float by
-// taking the high half of a lane, so a shift and a mask split the pairs.
+// and the odd ones. bfloat16 needs no shuffle: each 32-bit lane of one load
+// holds an (even, odd) pair, and a bfloat16 widens to float by taking the
+// high half of a lane, so a shift and a mask split the pairs (AVX2: whole
+// loads only, as it has no masked 16-bit load).
 template <typename T>
 inline std::pair<Vec, Vec> load_even_odd(const T* p, int64_t n) {
 #if defined(CPU_CAPABILITY_AVX512)
@@ -225,6 +226,15 @@ inline std::pair<Vec, Vec> load_even_odd(const T* p, int64_t n) {
         n >= 2 * kLanes ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(first_n, p);
     return {_mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16)),
             _mm512_castsi512_ps(_mm512_and_si512(pairs, _mm512_set1_epi32(int32_t(0xFFFF0000))))};
+  }
+#elif defined(CPU_CAPABILITY_AVX2)
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    if (n >= 2 * kLanes) {
+      const __m256i pairs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+      return {_mm256_castsi256_ps(_mm256_slli_epi32(pairs, 16)),
+              _mm256_castsi256_ps(
+                  _mm256_and_si256(pairs, _mm256_set1_epi32(int32_t(0xFFFF0000))))};
+    }
   }
 #endif
   const Vec lo = load_float(p, std::min(n, kLanes));
