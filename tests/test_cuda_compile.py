@@ -178,13 +178,18 @@ def without_parameters(name):
     return name
 
 
-@pytest.mark.skipif(shutil.which("c++filt") is None, reason="c++filt needed to find kernels")
-@pytest.mark.parametrize("source", sorted(TILED_KERNELS))
-def test_tiled_kernels_use_vector_loads_and_stores(source, tmp_path):
+def sm90_ptx_entries(source, tmp_path):
+    """ptx_entries of csrc/cuda/<source> compiled to PTX for sm_90."""
     ptx_file = tmp_path / "out.ptx"
     run_nvcc(nvcc_command(ROOT / "csrc" / "cuda" / source, "-arch=sm_90", "-ptx", "-o",
                           str(ptx_file)))
-    entries = ptx_entries(ptx_file.read_text())
+    return ptx_entries(ptx_file.read_text())
+
+
+@pytest.mark.skipif(shutil.which("c++filt") is None, reason="c++filt needed to find kernels")
+@pytest.mark.parametrize("source", sorted(TILED_KERNELS))
+def test_tiled_kernels_use_vector_loads_and_stores(source, tmp_path):
+    entries = sm90_ptx_entries(source, tmp_path)
     for kernel in TILED_KERNELS[source]:
         assert kernel in entries, f"{kernel} not in the PTX; kernels: {sorted(entries)}"
         assert re.search(VECTOR_LOAD, entries[kernel]), f"{kernel}: no vector load"
@@ -201,10 +206,7 @@ PLANE_SCATTERS = {
 @pytest.mark.skipif(shutil.which("c++filt") is None, reason="c++filt needed to find kernels")
 @pytest.mark.parametrize("source", sorted(PLANE_SCATTERS))
 def test_plane_scatter_reads_keys_in_vectors(source, tmp_path):
-    ptx_file = tmp_path / "out.ptx"
-    run_nvcc(nvcc_command(ROOT / "csrc" / "cuda" / source, "-arch=sm_90", "-ptx", "-o",
-                          str(ptx_file)))
-    entries = ptx_entries(ptx_file.read_text())
+    entries = sm90_ptx_entries(source, tmp_path)
     for bits in ["unsigned int", "unsigned short"]:
         wanted = f"PlaneScatter<{PLANE_SCATTERS[source]}, {bits}>"
         found = [body for name, body in entries.items() if wanted in name]
