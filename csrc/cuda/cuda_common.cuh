@@ -56,14 +56,19 @@ __device__ __forceinline__ void for_each_row_group(int64_t planes, const Pool2dG
   }
 }
 
+// The current device's multiprocessor count.
+inline cudaError_t multiprocessors(int* sms) {
+  int device = 0;
+  const cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  return cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device);
+}
+
 // Blocks for `work` items: one item per thread, capped at a few waves of
 // resident blocks (the grid-stride loops cover the rest).
 inline cudaError_t blocks_for(int64_t work, unsigned* blocks) {
-  int device = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) {
-    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  }
+  int sms = 0;
+  const cudaError_t err = multiprocessors(&sms);
   if (err != cudaSuccess) return err;
   const int64_t needed = (work + kThreads - 1) / kThreads;
   *blocks = static_cast<unsigned>(std::min<int64_t>(needed, int64_t{sms} * 32));

@@ -141,16 +141,15 @@ struct PlaneScatter {
     } else {
       const B* from = values + s.in_offset(group);
       B* to = out + s.out_offset(group);
+      const auto claimed = [from](unsigned key) { return key == 0 ? B(0) : from[key - 1]; };
       const int32_t whole = outputs / 4 * 4;
       for (int32_t e = 4 * first; e < whole; e += 4 * step) {
         unsigned key[4];
         load_vectors<4>(keys + e, key);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) to[e + i] = key[i] == 0 ? B(0) : from[key[i] - 1];
+        for (int i = 0; i < 4; ++i) to[e + i] = claimed(key[i]);
       }
-      for (int32_t e = whole + first; e < outputs; e += step) {
-        to[e] = keys[e] == 0 ? B(0) : from[keys[e] - 1];
-      }
+      for (int32_t e = whole + first; e < outputs; e += step) to[e] = claimed(keys[e]);
     }
   }
 };
@@ -187,11 +186,8 @@ bool try_plane_scatter(const Claims& claims, const B* values, B* out, const Layo
                        cudaError_t* err) {
   if (!plane_scatter_fits(in_l, out_l, width)) return false;
   const int64_t out_plane = out_l.h * out_l.w, planes = out_l.n * out_l.c;
-  int device = 0, sms = 0;
-  *err = cudaGetDevice(&device);
-  if (*err == cudaSuccess) {
-    *err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  }
+  int sms = 0;
+  *err = multiprocessors(&sms);
   if (*err != cudaSuccess) return true;
   // Whole planes per block, fewer where that leaves SMs idle.
   const int64_t per_group = std::max<int64_t>(
