@@ -226,3 +226,27 @@ def check_nan_gradients(x):
         grad = poolx.max_pool2d_backward(g, argmax, x.shape, **args)
         assert torch.isnan(expected).sum() > 5
         assert_identical(grad, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+@pytest.mark.parametrize("width", [41, 130], ids=["flat plane", "large plane"])
+def test_16bit_sums_round_after_every_add(dtype, channels_last, width):
+    """Up to nine overlapping windows add their gradients into one peak: torch
+    rounds to the 16-bit type after every add (a sum can reach inf where the
+    exact one would not), and the scatter's float sums must do the same, in
+    planes summed as one flat run and in larger ones."""
+    x = torch.randn(2, 3, 40, width)
+    x[..., 1::4, 2::4] += 100  # peaks that every window around them selects
+    x = x.to(dtype)
+    x = x.contiguous(memory_format=torch.channels_last) if channels_last else x
+    args = dict(kernel_size=3, stride=1, padding=1)
+    _, argmax = poolx.max_pool2d_with_argmax(x, **args)
+    g = (1000 + torch.rand(argmax.shape) * 30000).to(dtype)
+    g = g.contiguous(memory_format=torch.channels_last) if channels_last else g
+    expected = torch_grad(x, args, g)
+    once = torch_grad(x.float(), args, g.float()).to(dtype)  # rounded once, at the end
+    assert not torch.equal(expected, once)
+    if dtype == torch.float16:
+        assert torch.isinf(expected).any()
+    assert_identical(poolx.max_pool2d_backward(g, argmax, x.shape, **args), expected)

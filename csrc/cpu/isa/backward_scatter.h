@@ -35,6 +35,8 @@ inline void add_rounded(Sum& sum, float grad) {
     sum = narrow<T>(static_cast<float>(sum) + grad);
   } else if constexpr (std::is_same_v<T, c10::BFloat16>) {
     add_rounded_to_bfloat16(&sum, grad);
+  } else if constexpr (std::is_same_v<T, c10::Half>) {
+    add_rounded_to_half(&sum, grad);
   } else {
     sum = static_cast<float>(static_cast<T>(sum + grad));
   }
@@ -151,7 +153,20 @@ class PlaneScatter {
     const int32_t* starts = window_starts_.data();
     alignas(64) int32_t targets[kFlatMaxOutputs];
     for (int64_t o = 0; o < n; ++o) targets[o] = starts[o] + offset(am[o]);
-    for (int64_t o = 0; o < n; ++o) add_rounded<T>(sums[targets[o]], static_cast<float>(go[o]));
+    // float16 gradients widened by vectors first: one by one, each widening
+    // goes through a 512-bit register (bfloat16's shift is cheaper in place)
+    constexpr bool kWidenFirst = std::is_same_v<T, c10::Half>;
+    alignas(64) float grads[kWidenFirst ? kFlatMaxOutputs : 1];
+    if constexpr (kWidenFirst) {
+      for (int64_t o = 0; o < n; o += kLanes) {
+        load_float(go + o, std::min(kLanes, n - o)).store(grads + o, std::min(kLanes, n - o));
+      }
+    }
+    const auto grad = [&](int64_t o) {
+      if constexpr (kWidenFirst) return grads[o];
+      else return static_cast<float>(go[o]);
+    };
+    for (int64_t o = 0; o < n; ++o) add_rounded<T>(sums[targets[o]], grad(o));
     return true;
   }
 

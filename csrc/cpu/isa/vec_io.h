@@ -186,6 +186,19 @@ inline void add_rounded_to_bfloat16(float* sum, float grad) {
 #endif
 }
 
+// *sum = float(Half(*sum + grad)), rounded to nearest even as c10's
+// conversion rounds it (with F16C, by the same instruction), kept in one
+// register: c10's scalar conversion, compiled for AVX-512, widens through
+// 512-bit registers and a general-purpose one on every add.
+inline void add_rounded_to_half(float* sum, float grad) {
+#if defined(__F16C__)
+  const __m128 added = _mm_add_ss(_mm_load_ss(sum), _mm_set_ss(grad));
+  _mm_store_ss(sum, _mm_cvtph_ps(_mm_cvtps_ph(added, _MM_FROUND_TO_NEAREST_INT)));
+#else
+  *sum = static_cast<float>(static_cast<c10::Half>(*sum + grad));
+#endif
+}
+
 // f as a T, rounded to nearest even as c10's conversion rounds it; for
 // bfloat16 without its NaN branch (a NaN stays NaN).
 template <typename T>
