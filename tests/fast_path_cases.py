@@ -27,9 +27,11 @@ GEOMETRIES = [
 # and a partial one;
 # (1, 136, 4, 7): float32 pixels that 2x2 windows sweep tap by tap, ending
 # with a partial vector; (1, 64, 5, 6): float32 pixels of 256 bytes, which
-# general windows pool in one pass of eight AVX2 vectors
+# general windows pool in one pass of eight AVX2 vectors; (1, 128, 5, 7):
+# bfloat16 pixels of 256 bytes, which general windows pool in one pass of
+# four AVX-512 loads split into even and odd channels
 SHAPES = [(2, 3, 9, 37), (1, 1, 33, 70), (1, 19, 6, 7), (2, 40, 5, 34), (1, 16, 6, 32),
-          (1, 72, 7, 9), (1, 136, 4, 7), (1, 64, 5, 6)]
+          (1, 72, 7, 9), (1, 136, 4, 7), (1, 64, 5, 6), (1, 128, 5, 7)]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
 

@@ -168,23 +168,44 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
         }
         int64_t c0 = 0;
         if constexpr (kSplitsPairsByShift<T>) {
-          // 2 * kLanes channels per load, as even and odd channels (the max is
-          // lane-wise, so their order matters only when stored)
-          for (; c0 + 2 * kLanes <= C; c0 += 2 * kLanes) {
-            RunningMax<kArgmax> even(first_tap), odd(first_tap);
-            for_each_tap(c0, 2 * kVectorBytes, [&](const T* p, int64_t tap, auto first) {
-              const auto [e, od] = load_even_odd(p, 2 * kLanes);
-              even.take(e, tap, first);
-              odd.take(od, tap, first);
+          // kCount loads of 2 * kLanes channels from c0 in one pass over the
+          // window, each as even and odd channels (the max is lane-wise, so
+          // their order matters only when stored)
+          const auto pool_pairs = [&](int64_t c0, auto count) {
+            constexpr int64_t kCount = decltype(count)::value;
+            auto even = running_maxima<kArgmax>(first_tap, std::make_index_sequence<kCount>{});
+            auto odd = running_maxima<kArgmax>(first_tap, std::make_index_sequence<kCount>{});
+            for_each_tap(c0, 2 * kCount * kVectorBytes, [&](const T* p, int64_t tap, auto first) {
+              for (int64_t j = 0; j < kCount; ++j) {
+                const auto [e, od] = load_even_odd(p + 2 * j * kLanes, 2 * kLanes);
+                even[j].take(e, tap, first);
+                odd[j].take(od, tap, first);
+              }
             });
-            const auto [lo, hi] = at::vec::interleave2(even.value, odd.value);
-            store_lanes(out + o + c0, lo, kLanes, stream);
-            store_lanes(out + o + c0 + kLanes, hi, kLanes, stream);
-            if constexpr (kArgmax) {
-              const auto [am_lo, am_hi] = at::vec::interleave2(even.argmax, odd.argmax);
-              store_argmax_lanes(argmax + o + c0, am_lo, kLanes, stream_argmax);
-              store_argmax_lanes(argmax + o + c0 + kLanes, am_hi, kLanes, stream_argmax);
+            for (int64_t j = 0; j < kCount; ++j) {
+              const int64_t at = o + c0 + 2 * j * kLanes;
+              const auto [lo, hi] = at::vec::interleave2(even[j].value, odd[j].value);
+              store_lanes(out + at, lo, kLanes, stream);
+              store_lanes(out + at + kLanes, hi, kLanes, stream);
+              if constexpr (kArgmax) {
+                const auto [am_lo, am_hi] = at::vec::interleave2(even[j].argmax, odd[j].argmax);
+                store_argmax_lanes(argmax + at, am_lo, kLanes, stream_argmax);
+                store_argmax_lanes(argmax + at + kLanes, am_hi, kLanes, stream_argmax);
+              }
             }
+          };
+          // general windows' pixels of up to 256 bytes: every line of a tap
+          // in one pass (as pool_vectors below); a tiled window's four taps
+          // go a line at a time
+          const bool small_pixels = !kTile2x2 && C * static_cast<int64_t>(sizeof(T)) <= 256;
+          for (; small_pixels && c0 + 8 * kLanes <= C; c0 += 8 * kLanes) {
+            pool_pairs(c0, std::integral_constant<int64_t, 4>{});
+          }
+          for (; small_pixels && c0 + 4 * kLanes <= C; c0 += 4 * kLanes) {
+            pool_pairs(c0, std::integral_constant<int64_t, 2>{});
+          }
+          for (; c0 + 2 * kLanes <= C; c0 += 2 * kLanes) {
+            pool_pairs(c0, std::integral_constant<int64_t, 1>{});
           }
         }
         // kCount vectors of channels from c0, the last n lanes wide, in one
