@@ -16,6 +16,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <array>
 #include <type_traits>
 #include <vector>
@@ -27,11 +28,17 @@
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
 
+// The type a gradient of T is added in: float, or double for double.
+template <typename T>
+using GradFloat = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
 // sum + grad rounded to T, as torch's add into a T rounds it. Sum: T itself,
 // or float holding T values (the scratch).
 template <typename T, typename Sum>
-inline void add_rounded(Sum& sum, float grad) {
-  if constexpr (std::is_same_v<Sum, T>) {
+inline void add_rounded(Sum& sum, GradFloat<T> grad) {
+  if constexpr (std::is_same_v<T, double>) {
+    sum += grad;
+  } else if constexpr (std::is_same_v<Sum, T>) {
     sum = narrow<T>(static_cast<float>(sum) + grad);
   } else if constexpr (std::is_same_v<T, c10::BFloat16>) {
     add_rounded_to_bfloat16(&sum, grad);
@@ -106,7 +113,7 @@ class PlaneScatter {
       const auto add_window = [&](int64_t ow) {
         const int64_t start = (row_start + ow * g.stride_w) * C;
         for (int64_t o = ow * C, c = 0; c < C; ++o, ++c) {
-          add_rounded<T>(sums[start + tap_offset_[am[o]] + c], static_cast<float>(go[o]));
+          add_rounded<T>(sums[start + tap_offset_[am[o]] + c], static_cast<GradFloat<T>>(go[o]));
         }
       };
       // cols_ holds the windows wholly inside the input; only the others can be empty
@@ -164,7 +171,7 @@ class PlaneScatter {
     }
     const auto grad = [&](int64_t o) {
       if constexpr (kWidenFirst) return grads[o];
-      else return static_cast<float>(go[o]);
+      else return static_cast<GradFloat<T>>(go[o]);
     };
     for (int64_t o = 0; o < n; ++o) add_rounded<T>(sums[targets[o]], grad(o));
     return true;
@@ -212,7 +219,9 @@ void backward_scatter(const FastBackwardArgs& a) {
   // scratch's extra pass.
   const bool stream = worth_streaming(gi, planes * plane) &&
                       plane * static_cast<int64_t>(sizeof(T)) % 64 == 0;
-  const bool in_scratch = plane * static_cast<int64_t>(sizeof(float)) <= kScratchMaxBytes &&
+  constexpr bool kFloatScratch = sizeof(T) <= sizeof(float);  // holds T values exactly
+  const bool in_scratch = kFloatScratch &&
+                          plane * static_cast<int64_t>(sizeof(float)) <= kScratchMaxBytes &&
                           (stream || sizeof(T) < sizeof(float));
   at::parallel_for(0, planes, grain_for(plane), [&](int64_t b, int64_t e) {
     bool valid = true;
@@ -221,13 +230,15 @@ void backward_scatter(const FastBackwardArgs& a) {
       const T* go_plane = go + p * out_plane;
       const uint8_t* am_plane = a.argmax + p * out_plane;
       T* gi_plane = gi + p * plane;
-      if (in_scratch) {
-        valid &= scatter.add(go_plane, am_plane, sums.data());
-        move_sums(sums.data(), gi_plane, plane, stream);
-      } else {
-        fill_zero(gi_plane, plane);
-        valid &= scatter.add(go_plane, am_plane, gi_plane);
+      if constexpr (kFloatScratch) {
+        if (in_scratch) {
+          valid &= scatter.add(go_plane, am_plane, sums.data());
+          move_sums(sums.data(), gi_plane, plane, stream);
+          continue;
+        }
       }
+      std::fill_n(gi_plane, plane, T(0));
+      valid &= scatter.add(go_plane, am_plane, gi_plane);
     }
     if (!valid) a.argmax_invalid->store(true, std::memory_order_relaxed);
     if (stream) stream_fence();
