@@ -10,7 +10,10 @@
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/custom_function.h>
+
+#include <vector>
 
 namespace poolx {
 namespace autograd_detail {
@@ -26,23 +29,37 @@ c10::TypedOperatorHandle<Signature> find_op(const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
 
-// kernel_size, stride, padding, dilation, ceil_mode as the ops take them.
+// kernel_size, stride, padding, dilation, ceil_mode as the ops take them
+// (one or two ints each; stride may be empty), held without a heap
+// allocation: every Autograd-key call builds one.
 struct PoolArgs {
-  std::vector<int64_t> kernel, stride, padding, dilation;
+  using Ints = c10::SmallVector<int64_t, 2>;
+  Ints kernel, stride, padding, dilation;
   bool ceil_mode;
 
+  // One saved_data entry, each list behind its length: a map entry and an
+  // IValue list per argument made up much of a tracked call's host time.
   void save(AutogradContext* ctx) const {
-    ctx->saved_data["kernel"] = kernel;
-    ctx->saved_data["stride"] = stride;
-    ctx->saved_data["padding"] = padding;
-    ctx->saved_data["dilation"] = dilation;
-    ctx->saved_data["ceil_mode"] = ceil_mode;
+    std::vector<int64_t> packed;
+    packed.reserve(13);
+    for (const Ints* ints : {&kernel, &stride, &padding, &dilation}) {
+      packed.push_back(static_cast<int64_t>(ints->size()));
+      packed.insert(packed.end(), ints->begin(), ints->end());
+    }
+    packed.push_back(ceil_mode);
+    ctx->saved_data["pool_args"] = std::move(packed);
   }
 
   static PoolArgs saved(AutogradContext* ctx) {
-    auto& d = ctx->saved_data;
-    return {d["kernel"].toIntVector(), d["stride"].toIntVector(), d["padding"].toIntVector(),
-            d["dilation"].toIntVector(), d["ceil_mode"].toBool()};
+    const c10::List<int64_t> packed = ctx->saved_data["pool_args"].toIntList();
+    PoolArgs args;
+    size_t at = 0;
+    for (Ints* ints : {&args.kernel, &args.stride, &args.padding, &args.dilation}) {
+      const auto count = static_cast<size_t>(packed[at++]);
+      for (size_t i = 0; i < count; ++i) ints->push_back(packed[at++]);
+    }
+    args.ceil_mode = packed[at] != 0;
+    return args;
   }
 
   std::tuple<Tensor, Tensor> pool_argmax(const Tensor& input) const {
@@ -98,8 +115,11 @@ struct PoolArgs {
 };
 
 inline PoolArgs pool_args(IntArrayRef kernel, IntArrayRef stride, IntArrayRef padding,
-                   IntArrayRef dilation, bool ceil_mode) {
-  return {kernel.vec(), stride.vec(), padding.vec(), dilation.vec(), ceil_mode};
+                          IntArrayRef dilation, bool ceil_mode) {
+  using Ints = PoolArgs::Ints;
+  return {Ints(kernel.begin(), kernel.end()), Ints(stride.begin(), stride.end()),
+          Ints(padding.begin(), padding.end()), Ints(dilation.begin(), dilation.end()),
+          ceil_mode};
 }
 
 // The (H, W) of t, symbolic under torch.compile's dynamic shapes.
