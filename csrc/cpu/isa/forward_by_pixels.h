@@ -64,11 +64,9 @@ void forward_by_pixels(const FastForwardArgs& a) {
   T* const out = static_cast<T*>(a.values);
   uint8_t* const argmax = a.argmax;
   const IndexRows* const index_rows = a.index_rows;
-  // NCHW: the windows [inside_begin, inside_end) have every column inside
-  const int64_t inside_begin = std::min(g.out_w, (g.pad_w + g.stride_w - 1) / g.stride_w);
-  const int64_t last_w = g.in_w - 1 - (g.kernel_w - 1) * g.dilation_w + g.pad_w;
-  const int64_t inside_end =
-      std::max(inside_begin, std::min(g.out_w, last_w < 0 ? 0 : last_w / g.stride_w + 1));
+  // NCHW: the windows of these columns have every column tap inside the input
+  const TapRange inside =
+      interior_outputs(g.in_w, g.out_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w);
   const int64_t rows = images * g.out_h;
   at::parallel_for(0, rows, grain_for(g.out_w * C * g.kernel_h * g.kernel_w), [&](int64_t b,
                                                                                   int64_t e) {
@@ -90,9 +88,9 @@ void forward_by_pixels(const FastForwardArgs& a) {
           }
         }
       } else {
-        for (int64_t ow = 0; ow < inside_begin; ++ow) window(ow, 0, 1);
-        for (int64_t ow = inside_begin; ow < inside_end; ow += kPoolLanes) {
-          const int64_t n = std::min(kPoolLanes, inside_end - ow), o = r * g.out_w + ow;
+        for (int64_t ow = 0; ow < inside.begin; ++ow) window(ow, 0, 1);
+        for (int64_t ow = inside.begin; ow < inside.end; ow += kPoolLanes) {
+          const int64_t n = std::min(kPoolLanes, inside.end - ow), o = r * g.out_w + ow;
           const int64_t first = h0 * g.in_w + ow * g.stride_w - g.pad_w;
           const TapRange taps_w{0, g.kernel_w};
           uint8_t* am = argmax != nullptr ? argmax + o : nullptr;
@@ -104,7 +102,7 @@ void forward_by_pixels(const FastForwardArgs& a) {
           else if (g.stride_w == 2) lanes(std::integral_constant<int64_t, 2>());
           else lanes(std::integral_constant<int64_t, 0>());
         }
-        for (int64_t ow = inside_end; ow < g.out_w; ++ow) window(ow, 0, 1);
+        for (int64_t ow = inside.end; ow < g.out_w; ++ow) window(ow, 0, 1);
       }
       if (index_rows != nullptr) index_rows->convert(r);
     }
