@@ -133,3 +133,38 @@ def test_overlapping_channels_last_argmax_unpool_copies_bits(channels, dtype, po
     actual = poolx.max_unpool2d_argmax(values, argmax, x.shape, *pool)
     assert actual.is_contiguous(memory_format=torch.channels_last)
     assert_same_bits(actual.contiguous(), expected)
+
+
+# (planes, plane): few windows (one flat run), planes of whole cache lines
+# (streamed under the streaming fixture), over 4,096 windows (row by row),
+# a float32 plane over the 256 KiB scratch (stored in place)
+NCHW_PLANES = [((2, 3), (11, 13)), ((1, 2), (128, 96)), ((1, 2), (150, 131)), ((1, 1), (300, 260))]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64,
+                                   torch.int16, torch.int64], ids=str)
+@pytest.mark.parametrize("pool", [(3, 2, 1, 1, False), (3, 1, 1, 1, False), (3, 2, 1, 2, True),
+                                  (2, 1, 0, 1, False)], ids=str)
+@pytest.mark.parametrize("shape", NCHW_PLANES, ids=str)
+def test_overlapping_nchw_argmax_unpool_copies_bits(shape, dtype, pool, stores):
+    """NCHW unpool by argmax where windows overlap, pad or dilate (the
+    backward's plane scatter storing each value): the last window that
+    selects an element gives it its value, through the scratch and in place,
+    streamed or not; NaN payloads (signaling ones too) and -0.0 keep their
+    bits, integers their values."""
+    batch, hw = shape
+    x = planted((*batch, *hw))
+    indices = torch_indices(x, pool)
+    if dtype.is_floating_point:
+        values = values_like(indices, dtype)
+        nan_bits = {torch.float32: 0x7FA00001, torch.bfloat16: 0x7F81, torch.float16: 0x7D01,
+                    torch.float64: 0x7FF4000000000001}[dtype]
+        values.view(BITS[dtype])[..., 0, :] = nan_bits  # signaling NaNs with payloads
+    else:  # torch has no integer unpool on CPU: its float64 result, exact here
+        values = torch.randint(-1000, 1000, indices.shape, dtype=dtype)
+    _, argmax = poolx.max_pool2d_with_argmax(x, *pool)
+    exact = values if dtype.is_floating_point else values.double()
+    expected = torch_unpool(exact, indices, pool, hw).to(dtype)
+    actual = poolx.max_unpool2d_argmax(values, argmax, hw, *pool)
+    assert actual.is_contiguous()
+    assert_same_bits(actual, expected)

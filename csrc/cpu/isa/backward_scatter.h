@@ -3,7 +3,8 @@
 // in output order (pixel by pixel, a pixel's channels in order), the order in
 // which torch's CPU kernels and the per-element gather sum, so results agree
 // bit for bit. 16-bit sums round to T after every add, as torch adds into the
-// element type.
+// element type. NCHW unpool by argmax is the same scatter with each value's
+// bits stored instead of added: the last window that selects a tap wins.
 //
 // A plane is summed in a float scratch that stays in the cache, then copied
 // to grad_input (streamed where the gradient is large), the scratch zeroed
@@ -94,10 +95,12 @@ class PlaneScatter {
 
   // Adds the plane's gradients into sums (zero on entry); false if an argmax
   // is invalid (the sums are then partial).
-  template <typename Sum>
+  // With kCopy, T is an unsigned type of the values' size and each one's
+  // bits are stored instead (unpool: the last window that selects a tap wins).
+  template <bool kCopy = false, typename Sum>
   bool add(const T* go, const uint8_t* am, Sum* sums) const {
     if constexpr (!kPixels) {
-      if (!window_starts_.empty()) return add_flat(go, am, sums);
+      if (!window_starts_.empty()) return add_flat<kCopy>(go, am, sums);
     }
     const Pool2dGeometry& g = g_;
     const int64_t C = kPixels ? C_ : 1;
@@ -113,7 +116,7 @@ class PlaneScatter {
       const auto add_window = [&](int64_t ow) {
         const int64_t start = (row_start + ow * g.stride_w) * C;
         for (int64_t o = ow * C, c = 0; c < C; ++o, ++c) {
-          add_rounded<T>(sums[start + tap_offset_[am[o]] + c], static_cast<GradFloat<T>>(go[o]));
+          put<kCopy>(sums[start + tap_offset_[am[o]] + c], go[o]);
         }
       };
       // cols_ holds the windows wholly inside the input; only the others can be empty
@@ -149,7 +152,7 @@ class PlaneScatter {
   // address, and windows side by side often share their selected tap: the
   // loads of the next adds then waited on the stores before them, and short
   // rows paid their loop's exit at every row.
-  template <typename Sum>
+  template <bool kCopy, typename Sum>
   bool add_flat(const T* go, const uint8_t* am, Sum* sums) const {
     const Pool2dGeometry& g = g_;
     for (int64_t oh = 0; oh < g.out_h; oh += rule_.nchw_check_rows()) {
@@ -162,19 +165,25 @@ class PlaneScatter {
     for (int64_t o = 0; o < n; ++o) targets[o] = starts[o] + offset(am[o]);
     // float16 gradients widened by vectors first: one by one, each widening
     // goes through a 512-bit register (bfloat16's shift is cheaper in place)
-    constexpr bool kWidenFirst = std::is_same_v<T, c10::Half>;
+    constexpr bool kWidenFirst = !kCopy && std::is_same_v<T, c10::Half>;
     alignas(64) float grads[kWidenFirst ? kFlatMaxOutputs : 1];
     if constexpr (kWidenFirst) {
       for (int64_t o = 0; o < n; o += kLanes) {
         load_float(go + o, std::min(kLanes, n - o)).store(grads + o, std::min(kLanes, n - o));
       }
     }
-    const auto grad = [&](int64_t o) {
-      if constexpr (kWidenFirst) return grads[o];
-      else return static_cast<GradFloat<T>>(go[o]);
-    };
-    for (int64_t o = 0; o < n; ++o) add_rounded<T>(sums[targets[o]], grad(o));
+    for (int64_t o = 0; o < n; ++o) {
+      if constexpr (kWidenFirst) add_rounded<T>(sums[targets[o]], grads[o]);
+      else put<kCopy>(sums[targets[o]], go[o]);
+    }
     return true;
+  }
+
+  // sum receives a window's gradient g: added, or with kCopy stored.
+  template <bool kCopy, typename Sum>
+  static void put(Sum& sum, T g) {
+    if constexpr (kCopy) sum = g;
+    else add_rounded<T>(sum, static_cast<GradFloat<T>>(g));
   }
 
   const Pool2dGeometry g_;
@@ -200,12 +209,30 @@ inline void move_sums(float* sums, T* out, int64_t n, bool stream) {
   }
 }
 
+// scratch's n elements moved to out bit for bit (streamed where `stream`),
+// scratch left zero: B is an unsigned type, its elements moved as float lanes.
+template <typename B>
+inline void move_bits(B* scratch, B* out, int64_t n, bool stream) {
+  constexpr int64_t kStep = kLanes * sizeof(float) / sizeof(B);
+  int64_t i = 0;
+  for (; i + kStep <= n; i += kStep) {
+    const Vec v = Vec::loadu(scratch + i);
+    if (stream && vector_aligned(out + i)) stream_vector(reinterpret_cast<float*>(out + i), v);
+    else v.store(out + i);
+    Vec(0.f).store(scratch + i);
+  }
+  std::copy(scratch + i, scratch + n, out + i);
+  std::fill(scratch + i, scratch + n, B(0));
+}
+
 // Planes whose float sums take at most this many bytes are summed in a
 // scratch: half the L2 cache, beside the rows of gradient and argmax.
 constexpr int64_t kScratchMaxBytes = 256 * 1024;
 
-// Each task sums whole planes: NCHW planes, or channels_last images.
-template <typename T, bool kPixels>
+// Each task sums whole planes: NCHW planes, or channels_last images. With
+// kCopy (unpool by argmax), T is an unsigned type of the values' size, and
+// the plane receives each value's bits where its window selects.
+template <typename T, bool kPixels, bool kCopy = false>
 void backward_scatter(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const T* const go = static_cast<const T*>(a.grad_output);
@@ -219,26 +246,29 @@ void backward_scatter(const FastBackwardArgs& a) {
   // scratch's extra pass.
   const bool stream = worth_streaming(gi, planes * plane) &&
                       plane * static_cast<int64_t>(sizeof(T)) % 64 == 0;
-  constexpr bool kFloatScratch = sizeof(T) <= sizeof(float);  // holds T values exactly
-  const bool in_scratch = kFloatScratch &&
-                          plane * static_cast<int64_t>(sizeof(float)) <= kScratchMaxBytes &&
+  // holds T values exactly: float sums, or the bits themselves
+  using Scratch = std::conditional_t<kCopy, T, float>;
+  constexpr bool kScratch = kCopy || sizeof(T) <= sizeof(float);
+  const bool in_scratch = kScratch &&
+                          plane * static_cast<int64_t>(sizeof(Scratch)) <= kScratchMaxBytes &&
                           (stream || sizeof(T) < sizeof(float));
   at::parallel_for(0, planes, grain_for(plane), [&](int64_t b, int64_t e) {
     bool valid = true;
-    std::vector<float> sums(in_scratch ? plane : 0);
+    std::vector<Scratch> sums(in_scratch ? plane : 0);
     for (int64_t p = b; p < e && valid; ++p) {  // an invalid argmax ends the task
       const T* go_plane = go + p * out_plane;
       const uint8_t* am_plane = a.argmax + p * out_plane;
       T* gi_plane = gi + p * plane;
-      if constexpr (kFloatScratch) {
+      if constexpr (kScratch) {
         if (in_scratch) {
-          valid &= scatter.add(go_plane, am_plane, sums.data());
-          move_sums(sums.data(), gi_plane, plane, stream);
+          valid &= scatter.template add<kCopy>(go_plane, am_plane, sums.data());
+          if constexpr (kCopy) move_bits(sums.data(), gi_plane, plane, stream);
+          else move_sums(sums.data(), gi_plane, plane, stream);
           continue;
         }
       }
       std::fill_n(gi_plane, plane, T(0));
-      valid &= scatter.add(go_plane, am_plane, gi_plane);
+      valid &= scatter.template add<kCopy>(go_plane, am_plane, gi_plane);
     }
     if (!valid) a.argmax_invalid->store(true, std::memory_order_relaxed);
     if (stream) stream_fence();

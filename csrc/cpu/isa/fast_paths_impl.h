@@ -139,6 +139,18 @@ inline bool unpool_argmax_gather(const FastBackwardArgs& a) {
   return false;
 }
 
+// Unpool by argmax in NCHW where windows overlap, pad or dilate: the
+// backward's plane scatter with each value's bits stored, not added.
+inline bool unpool_argmax_scatter(const FastBackwardArgs& a) {
+  if (a.indices != nullptr || a.in_l.channels_last) return false;
+  switch (c10::elementSize(a.dtype)) {
+    case 2: backward_scatter<uint16_t, false, /*kCopy=*/true>(a); return true;
+    case 4: backward_scatter<uint32_t, false, /*kCopy=*/true>(a); return true;
+    case 8: backward_scatter<uint64_t, false, /*kCopy=*/true>(a); return true;
+    default: return false;
+  }
+}
+
 // Unpool by argmax, tiled: each input lies in at most one window, so the
 // tiled backward's routing with the value copied is the whole unpool, for
 // types whose lanes carry the value's bits unchanged: float32, and 16-bit
@@ -146,7 +158,7 @@ inline bool unpool_argmax_gather(const FastBackwardArgs& a) {
 // indices, each routed row's taps come from its indices (row_taps.h).
 inline bool unpool_argmax(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
-  if (!tiles_input(g)) return unpool_argmax_gather(a);
+  if (!tiles_input(g)) return unpool_argmax_gather(a) || unpool_argmax_scatter(a);
   const int row_c = tiled_row_channels(g, a.in_l);
   // By indices along C, the taps come from whole vectors of 8 indices of one
   // pixel (row_taps.h), on AVX-512; one at a time the gather of
