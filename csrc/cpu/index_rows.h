@@ -17,7 +17,7 @@ namespace poolx {
 class IndexRows {
  public:
   // Whether the table serves: every window has an in-bounds tap, so that no
-  // index needs the element functor's clamp (no dilation, or no padding).
+  // index needs the element functor's clamp.
   static bool applies(const Pool2dGeometry& g);
 
   // Rows of `argmax` (1-byte, layout l) into `indices` (same layout).
