@@ -41,8 +41,9 @@ inline int64_t tiled_row_planes(const Layout4d& l) {
 }
 
 inline bool forward(const FastForwardArgs& a) {
-  // float64: the element kernels divide per output and, in channels_last,
-  // read each output's taps a stride of C apart
+  // float64, and NCHW rows that forward_nchw does not cover (stride_w over
+  // 2, dilation_w): the element kernels divide per output and, in
+  // channels_last, read each output's taps a stride of C apart
   if (a.dtype == c10::ScalarType::Double) {
     forward_by_pixels<double>(a);
     return true;
@@ -51,7 +52,9 @@ inline bool forward(const FastForwardArgs& a) {
   const bool cl = a.in_l.channels_last;
   const int row_c = tiled_row_channels(g, a.in_l);
   if (!cl && row_c == 0 && !((g.stride_w == 1 || g.stride_w == 2) && g.dilation_w == 1)) {
-    return false;
+    return dispatch_fast_types(a.dtype, [&](auto* tag) {
+      forward_by_pixels<std::remove_pointer_t<decltype(tag)>>(a);
+    });
   }
   const int64_t planes = tiled_row_planes(a.in_l);
   return dispatch_fast_types(a.dtype, [&](auto* tag) {

@@ -1,4 +1,5 @@
-// Forward for element types without vector paths (float64): windows side by
+// Forward for float64, which has no vector paths, and for NCHW rows that
+// forward_nchw does not cover (stride_w over 2, dilation_w): windows side by
 // side pooled as lanes of arrays whose selects the compiler vectorizes,
 // without the element kernels' index arithmetic (divisions per output) and
 // strided reads. channels_last: a window's contiguous channels are the lanes;
@@ -19,6 +20,25 @@
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
 
+// h widened to float by integer and float arithmetic that the compiler
+// vectorizes (c10's conversion is one F16C instruction per element, which
+// it does not): c10's portable algorithm, exact for every value.
+inline float widen_in_lanes(c10::Half h) {
+  const uint32_t w = static_cast<uint32_t>(h.x) << 16, two_w = w + w;
+  const float normalized =
+      c10::bit_cast<float>((two_w >> 4) + (UINT32_C(0xE0) << 23)) * 0x1.0p-112f;
+  const float denormalized =
+      c10::bit_cast<float>((two_w >> 17) | (UINT32_C(126) << 23)) - 0.5f;
+  const uint32_t magnitude = two_w < (UINT32_C(1) << 27) ? c10::bit_cast<uint32_t>(denormalized)
+                                                         : c10::bit_cast<uint32_t>(normalized);
+  return c10::bit_cast<float>((w & UINT32_C(0x80000000)) | magnitude);
+}
+template <typename T>
+inline auto widen_in_lanes(T v) {
+  if constexpr (sizeof(T) == 2) return static_cast<float>(v);
+  else return v;
+}
+
 // Up to kPoolLanes windows whose taps are the same rows and columns:
 // lane i's tap (kh, kw) at image[first + i * lane_step + kh * row_step +
 // kw * col_step]; their maxima to out[0, n), the taps to argmax (if not
@@ -30,9 +50,12 @@ inline void pool_lanes(const T* image, int64_t first, int64_t lane_step, int64_t
                        TapRange taps_h, TapRange taps_w, int64_t row_step, int64_t col_step,
                        int64_t kernel_w, T* out, uint8_t* argmax) {
   const int64_t step = kLaneStep != 0 ? kLaneStep : lane_step;
-  T best[kPoolLanes];
-  int64_t tap_of[kPoolLanes];  // as wide as T, so that the selects vectorize together
-  std::fill_n(best, n, lowest_value<T>());
+  // 16-bit types compared widened to float (exactly), as the vector kernels do
+  using L = std::conditional_t<sizeof(T) == 2, float, T>;
+  L best[kPoolLanes];
+  // as wide as L, so that the selects vectorize together
+  std::conditional_t<sizeof(L) == 8, int64_t, int32_t> tap_of[kPoolLanes];
+  std::fill_n(best, n, lowest_value<L>());
   // an argmax is 1 byte wherever one is written (windows of up to 256 taps)
   std::fill_n(tap_of, n, taps_h.begin * kernel_w + taps_w.begin);
   for (int64_t kh = taps_h.begin; kh < taps_h.end; ++kh) {
@@ -40,14 +63,17 @@ inline void pool_lanes(const T* image, int64_t first, int64_t lane_step, int64_t
       const T* p = image + (first + kh * row_step + kw * col_step);
       const int64_t tap = kh * kernel_w + kw;
       for (int64_t i = 0; i < n; ++i) {  // selects, which vectorize
-        const T v = p[i * step];
+        const L v = widen_in_lanes(p[i * step]);
         const bool take = replaces_max(v, best[i]);
         best[i] = take ? v : best[i];
         tap_of[i] = take ? tap : tap_of[i];
       }
     }
   }
-  std::copy_n(best, n, out);
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<L, T>) out[i] = best[i];
+    else out[i] = narrow<T>(best[i]);  // exact: best holds a T
+  }
   if (argmax != nullptr) {
     for (int64_t i = 0; i < n; ++i) argmax[i] = static_cast<uint8_t>(tap_of[i]);
   }
