@@ -96,7 +96,8 @@ def test_indices_in_runs(shape, channels_last, geometry):
 # ordinary store. Rows of odd lengths stream as one run per task, vectors
 # crossing rows, and the row count is no multiple of a task's. NCHW planes
 # and channels_last images (of few channels) of overlapping windows above
-# 64K elements sum their gradient in place, not in a scratch.
+# 64K elements sum their gradient in place, not in a scratch (float16 too,
+# rounded after every add as torch's sum into float16 is).
 LARGE = [
     ((1, 15, 906, 902), torch.float32, False, GEOMETRIES[0]),
     ((1, 24, 1001, 958), torch.bfloat16, False, GEOMETRIES[0]),
@@ -114,6 +115,7 @@ LARGE = [
     ((2, 2, 257, 256), torch.float16, False, GEOMETRIES[7]),
     ((1, 2, 256, 256), torch.float32, False, GEOMETRIES[5]),
     ((2, 5, 200, 130), torch.bfloat16, True, GEOMETRIES[5]),
+    ((1, 32, 48, 48), torch.float16, True, GEOMETRIES[6]),
 ]
 
 

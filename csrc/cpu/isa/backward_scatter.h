@@ -39,6 +39,8 @@ template <typename T, typename Sum>
 inline void add_rounded(Sum& sum, GradFloat<T> grad) {
   if constexpr (std::is_same_v<T, double>) {
     sum += grad;
+  } else if constexpr (std::is_same_v<Sum, c10::Half>) {
+    sum = narrow_half(widen_half(sum) + grad);
   } else if constexpr (std::is_same_v<Sum, T>) {
     sum = narrow<T>(static_cast<float>(sum) + grad);
   } else if constexpr (std::is_same_v<T, c10::BFloat16>) {
@@ -183,6 +185,7 @@ class PlaneScatter {
   template <bool kCopy, typename Sum>
   static void put(Sum& sum, T g) {
     if constexpr (kCopy) sum = g;
+    else if constexpr (std::is_same_v<T, c10::Half>) add_rounded<T>(sum, widen_half(g));
     else add_rounded<T>(sum, static_cast<GradFloat<T>>(g));
   }
 

@@ -199,6 +199,25 @@ inline void add_rounded_to_half(float* sum, float grad) {
 #endif
 }
 
+// h widened, and f rounded to nearest even, by one F16C instruction in an
+// XMM register: c10's scalar conversions, compiled for AVX-512, go through
+// 512-bit registers.
+inline float widen_half(c10::Half h) {
+#if defined(__F16C__)
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h.x)));
+#else
+  return static_cast<float>(h);
+#endif
+}
+inline c10::Half narrow_half(float f) {
+#if defined(__F16C__)
+  const __m128i h = _mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT);
+  return c10::Half(static_cast<uint16_t>(_mm_extract_epi16(h, 0)), c10::Half::from_bits());
+#else
+  return static_cast<c10::Half>(f);
+#endif
+}
+
 // f as a T, rounded to nearest even as c10's conversion rounds it; for
 // bfloat16 without its NaN branch (a NaN stays NaN).
 template <typename T>
