@@ -32,8 +32,9 @@ GEOMETRIES = {
 }
 # channels_last: 2 channels take the rows; by indices, 8 and 16 (whole vectors of 8
 # indices) route along C on AVX-512, and 21 (a partial vector) and 300 (crossing a
-# block of 256 channels) take the gather.
-CHANNELS = [2, 8, 16, 21, 300]
+# block of 256 channels) take the gather; by argmax, 3 channels (and 8 in 3x3
+# windows) take the scatter per image.
+CHANNELS = [2, 3, 8, 16, 21, 300]
 
 
 def pooled(kernel, hw, channels, channels_last, dtype=torch.float32):

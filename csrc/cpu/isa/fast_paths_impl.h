@@ -78,17 +78,19 @@ inline bool forward(const FastForwardArgs& a) {
 constexpr int64_t kGatherMinChannels = 64;
 
 // channels_last windows that tile the input, pixels of a few channels that
-// fill no whole vector: on AVX2 (an AMD EPYC) a scatter per image sums them
-// faster than routing each pixel by vectors: float32 below two vectors of
-// channels, 16-bit types up to half of one.
+// fill no whole vector: a scatter per image sums them faster than routing
+// each pixel by vectors, whose time follows the input's pixels where the
+// scatter's follows the windows. On AVX2 (an AMD EPYC): float32 below two
+// vectors of channels, 16-bit types up to half of one. On AVX-512: up to 8
+// channels where windows have over 4 taps, and float32 up to 4 channels.
 template <typename T>
-inline bool scatters_few_channels(int64_t C) {
+inline bool scatters_few_channels(int64_t C, int64_t taps) {
 #if defined(CPU_CAPABILITY_AVX2)
+  (void)taps;
   if (C % kLanes == 0) return false;
   return std::is_same_v<T, float> ? C < 2 * kLanes : C <= kLanes / 2;
 #else
-  (void)C;
-  return false;
+  return C <= 8 && (taps > 4 || (std::is_same_v<T, float> && C <= 4));
 #endif
 }
 
@@ -110,7 +112,7 @@ inline bool backward(const FastBackwardArgs& a) {
     } else if (row_c == 2) {
       backward_tiled_rows<T, 2, false>(a, planes);
     } else if (!cl || (!tiles_input(g) && a.in_l.c < kGatherMinChannels) ||
-               scatters_few_channels<T>(a.in_l.c)) {
+               scatters_few_channels<T>(a.in_l.c, g.kernel_h * g.kernel_w)) {
       backward_scatter<T>(a);
     } else if (tiles_input(g)) {
       backward_channels_last_tiled<T>(a);
@@ -142,16 +144,38 @@ inline bool unpool_argmax_gather(const FastBackwardArgs& a) {
   return false;
 }
 
-// Unpool by argmax in NCHW where windows overlap, pad or dilate: the
-// backward's plane scatter with each value's bits stored, not added.
+// Unpool by argmax by the backward's scatter, each value's bits stored, not
+// added: NCHW planes (where windows overlap, pad or dilate), or channels_last
+// images (of few channels, scatters_few_channels).
 inline bool unpool_argmax_scatter(const FastBackwardArgs& a) {
-  if (a.indices != nullptr || a.in_l.channels_last) return false;
+  if (a.indices != nullptr) return false;
+  const auto scatter = [&](auto* tag) {
+    using B = std::remove_pointer_t<decltype(tag)>;
+    a.in_l.channels_last ? backward_scatter<B, true, /*kCopy=*/true>(a)
+                         : backward_scatter<B, false, /*kCopy=*/true>(a);
+    return true;
+  };
   switch (c10::elementSize(a.dtype)) {
-    case 2: backward_scatter<uint16_t, false, /*kCopy=*/true>(a); return true;
-    case 4: backward_scatter<uint32_t, false, /*kCopy=*/true>(a); return true;
-    case 8: backward_scatter<uint64_t, false, /*kCopy=*/true>(a); return true;
+    case 2: return scatter(static_cast<uint16_t*>(nullptr));
+    case 4: return scatter(static_cast<uint32_t*>(nullptr));
+    case 8: return scatter(static_cast<uint64_t*>(nullptr));
     default: return false;
   }
+}
+
+// channels_last images of few channels (scatters_few_channels) that the
+// scatter unpools faster than routing each pixel by vectors; on AVX2 not
+// 16-bit ones, where the generic scatter measured faster still.
+inline bool unpools_by_scatter(const FastBackwardArgs& a) {
+#if defined(CPU_CAPABILITY_AVX2)
+  if (a.dtype != c10::ScalarType::Float) return false;
+#endif
+  bool few = false;
+  dispatch_fast_types(a.dtype, [&](auto* tag) {
+    few = scatters_few_channels<std::remove_pointer_t<decltype(tag)>>(
+        a.in_l.c, a.g.kernel_h * a.g.kernel_w);
+  });
+  return few;
 }
 
 // Unpool by argmax, tiled: each input lies in at most one window, so the
@@ -161,8 +185,12 @@ inline bool unpool_argmax_scatter(const FastBackwardArgs& a) {
 // indices, each routed row's taps come from its indices (row_taps.h).
 inline bool unpool_argmax(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
-  if (!tiles_input(g)) return unpool_argmax_gather(a) || unpool_argmax_scatter(a);
+  const bool cl = a.in_l.channels_last;
+  if (!tiles_input(g)) return unpool_argmax_gather(a) || (!cl && unpool_argmax_scatter(a));
   const int row_c = tiled_row_channels(g, a.in_l);
+  if (cl && row_c == 0 && a.indices == nullptr && unpools_by_scatter(a)) {
+    return unpool_argmax_scatter(a);
+  }
   // By indices along C, the taps come from whole vectors of 8 indices of one
   // pixel (row_taps.h), on AVX-512; one at a time the gather of
   // unpool_tiled.h measured faster.
