@@ -91,8 +91,15 @@ class ArgmaxRule {
 
   // The first tap row of window row oh that lies inside the input.
   int64_t first_row_tap(int64_t oh) const { return rows_[oh].begin; }
-  bool row_empty(int64_t oh) const { return rows_[oh].begin >= rows_[oh].end; }
-  bool col_empty(int64_t ow) const { return cols_[ow].begin >= cols_[ow].end; }
+  static bool empty(TapRange r) { return r.begin >= r.end; }
+  bool row_empty(int64_t oh) const { return empty(rows_[oh]); }
+  bool col_empty(int64_t ow) const { return empty(cols_[ow]); }
+  // Whether some window has no tap inside the input (dilation and padding
+  // shifting a window past a small input): in a row of windows, or anywhere.
+  bool any_row_empty() const { return std::any_of(rows_.begin(), rows_.end(), empty); }
+  bool any_empty() const {
+    return any_row_empty() || std::any_of(cols_.begin(), cols_.end(), empty);
+  }
 
   // Whether every window lies wholly inside the input (tiled pooling): then
   // value < taps is the whole check.

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "argmax_check.h"
 #include "fast_paths.h"
 #ifdef POOLX_HAS_TARGET_AVX512
 #include <immintrin.h>
@@ -114,19 +115,10 @@ POOLX_TARGET_AVX2 uint8_t index_run_avx2(const uint8_t* a, int64_t* idx, int64_t
 }  // namespace
 
 bool IndexRows::applies(const Pool2dGeometry& g) {
-  // Without dilation or padding every window has one: only a dilated window
-  // that padding shifts can miss a small input with every tap.
-  const auto none_empty = [](int64_t out, int64_t stride, int64_t pad, int64_t kernel,
-                             int64_t dilation, int64_t in) {
-    if (dilation == 1 || pad == 0) return true;
-    for (int64_t o = 0; o < out; ++o) {
-      const TapRange taps = window_taps(o * stride - pad, kernel, dilation, in);
-      if (taps.begin >= taps.end) return false;
-    }
-    return true;
-  };
-  return none_empty(g.out_h, g.stride_h, g.pad_h, g.kernel_h, g.dilation_h, g.in_h) &&
-         none_empty(g.out_w, g.stride_w, g.pad_w, g.kernel_w, g.dilation_w, g.in_w);
+  // Only a dilated window that padding shifts can miss a small input with
+  // every tap; such windows need the element kernels' clamped index.
+  return ((g.dilation_h == 1 || g.pad_h == 0) && (g.dilation_w == 1 || g.pad_w == 0)) ||
+         !isa_none::ArgmaxRule(g).any_empty();
 }
 
 // A row of W pixels of C channels (C = 1 in NCHW) goes in runs of whole

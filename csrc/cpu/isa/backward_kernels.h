@@ -167,9 +167,7 @@ void backward_channels_last(const FastBackwardArgs& a) {
   T* gi = static_cast<T*>(a.grad_input);
   const int64_t rows = a.in_l.n * g.in_h;
   const ArgmaxRule rule(g);
-  bool empty_rows = false;
-  for (int64_t oh = 0; oh < g.out_h; ++oh) empty_rows |= rule.row_empty(oh);
-  if (empty_rows && !argmax_valid(a.argmax, false, a.out_l, g)) {
+  if (rule.any_row_empty() && !argmax_valid(a.argmax, false, a.out_l, g)) {
     a.argmax_invalid->store(true);
     return;
   }

@@ -141,10 +141,7 @@ class PlaneScatter {
   // none empty, offsets within int32.
   bool adds_flat() const {
     const Pool2dGeometry& g = g_;
-    bool any_empty = false;
-    for (int64_t oh = 0; oh < g.out_h; ++oh) any_empty |= rule_.row_empty(oh);
-    for (int64_t ow = 0; ow < g.out_w; ++ow) any_empty |= rule_.col_empty(ow);
-    return !any_empty && g.out_h * g.out_w <= kFlatMaxOutputs &&
+    return !rule_.any_empty() && g.out_h * g.out_w <= kFlatMaxOutputs &&
            (g.in_h + 2 * g.pad_h) * (g.in_w + 2 * g.pad_w) < (int64_t{1} << 30);
   }
 

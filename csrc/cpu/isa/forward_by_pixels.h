@@ -31,7 +31,7 @@ inline float widen_in_lanes(c10::Half h) {
   const float denormalized =
       c10::bit_cast<float>((two_w >> 17) | (UINT32_C(126) << 23)) - 0.5f;
   const uint32_t magnitude = (h.x & 0x7C00) == 0 ? c10::bit_cast<uint32_t>(denormalized)
-                                                         : c10::bit_cast<uint32_t>(normalized);
+                                                 : c10::bit_cast<uint32_t>(normalized);
   return c10::bit_cast<float>((w & UINT32_C(0x80000000)) | magnitude);
 }
 template <typename T>
@@ -73,7 +73,7 @@ inline void pool_lanes_copied(const T* image, int64_t first, int64_t lane_step, 
       for (int64_t kw = taps_w.begin; kw < taps_w.end; ++kw) {
         const T* p = image + (first + c0 * lane_step + kh * row_step + kw * col_step);
         for (int64_t i = 0; i < lanes; ++i) {
-          taps[i] = static_cast<float>(widen_in_lanes(p[i * lane_step]));
+          taps[i] = widen_in_lanes(p[i * lane_step]);
         }
         best.update(Vec::loadu(taps), kh * kernel_w + kw);
       }
