@@ -7,27 +7,49 @@ from poolx._config import show_config
 from poolx._convert import convert
 from poolx.functional import (
     argmax_to_indices,
+    argmax_to_indices2d,
     argmax_to_mask,
+    argmax_to_mask2d,
     max_pool2d,
     max_pool2d_backward,
     max_pool2d_with_argmax,
     max_unpool2d,
     max_unpool2d_argmax,
 )
-from poolx.modules import MaxPool2d, MaxUnpool2d
+from poolx.functional_1d import (
+    argmax_to_indices1d,
+    argmax_to_mask1d,
+    max_pool1d,
+    max_pool1d_backward,
+    max_pool1d_with_argmax,
+    max_unpool1d,
+    max_unpool1d_argmax,
+)
+from poolx.modules import MaxPool1d, MaxPool2d, MaxUnpool1d, MaxUnpool2d
 from poolx._patch import patch
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "MaxPool1d",
     "MaxPool2d",
+    "MaxUnpool1d",
     "MaxUnpool2d",
     "argmax_to_indices",
+    "argmax_to_indices1d",
+    "argmax_to_indices2d",
     "argmax_to_mask",
+    "argmax_to_mask1d",
+    "argmax_to_mask2d",
     "convert",
+    "max_pool1d",
+    "max_pool1d_backward",
+    "max_pool1d_with_argmax",
     "max_pool2d",
     "max_pool2d_backward",
     "max_pool2d_with_argmax",
+    "max_unpool1d",
+    "max_unpool1d_argmax",
     "max_unpool2d",
     "max_unpool2d_argmax",
     "patch",

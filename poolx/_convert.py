@@ -2,10 +2,15 @@
 
 from torch import nn
 
-from poolx.modules import MaxPool2d, MaxUnpool2d
+from poolx.modules import MaxPool1d, MaxPool2d, MaxUnpool1d, MaxUnpool2d
 
 # Exact types only: subclasses (poolx's own included) may change forward.
-_REPLACEMENTS = {nn.MaxPool2d: MaxPool2d, nn.MaxUnpool2d: MaxUnpool2d}
+_REPLACEMENTS = {
+    nn.MaxPool1d: MaxPool1d,
+    nn.MaxPool2d: MaxPool2d,
+    nn.MaxUnpool1d: MaxUnpool1d,
+    nn.MaxUnpool2d: MaxUnpool2d,
+}
 
 
 def _as_poolx(module):
@@ -19,8 +24,9 @@ def _as_poolx(module):
 
 
 def convert(module, _memo=None):
-    """Replaces every nn.MaxPool2d and nn.MaxUnpool2d in `module` (recursively,
-    the top module included) with the poolx module of the same arguments.
+    """Replaces every nn.MaxPool1d, nn.MaxPool2d, nn.MaxUnpool1d and
+    nn.MaxUnpool2d in `module` (recursively, the top module included) with
+    the poolx module of the same arguments.
 
     Like nn.SyncBatchNorm.convert_sync_batchnorm, containers are updated in
     place and the converted top module is returned: use

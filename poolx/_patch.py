@@ -5,7 +5,7 @@ import threading
 
 import torch.nn.functional as F
 
-from poolx import functional
+from poolx import functional, functional_1d
 
 _lock = threading.Lock()
 _depth = 0
@@ -20,7 +20,18 @@ def _max_pool2d_with_indices(
     )
 
 
+def _max_pool1d_with_indices(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+):
+    return functional_1d.max_pool1d(
+        input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True
+    )
+
+
 _ROUTES = {
+    "max_pool1d": functional_1d.max_pool1d,
+    "max_pool1d_with_indices": _max_pool1d_with_indices,
+    "max_unpool1d": functional_1d.max_unpool1d,
     "max_pool2d": functional.max_pool2d,
     "max_pool2d_with_indices": _max_pool2d_with_indices,
     "max_unpool2d": functional.max_unpool2d,
@@ -29,9 +40,9 @@ _ROUTES = {
 
 @contextlib.contextmanager
 def patch():
-    """Inside the block, torch.nn.functional.max_pool2d, max_pool2d_with_indices
-    and max_unpool2d are poolx's (also when called by nn.MaxPool2d and
-    nn.MaxUnpool2d, which look them up at call time); torch's come back on
+    """Inside the block, torch.nn.functional's max_pool1d, max_pool2d, their
+    *_with_indices, max_unpool1d and max_unpool2d are poolx's (also when
+    called by torch's modules, which look them up at call time); torch's come back on
     exit, also on an exception. Blocks may nest. The swap is process-wide,
     so other threads see it too while any block is open.
 

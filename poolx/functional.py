@@ -166,3 +166,8 @@ def max_unpool2d_argmax(
     params = geo.pool_params(kernel_size, stride, padding, dilation, "max_unpool2d_argmax")
     out_hw = geo.input_hw(output_size, input, name="output_size")
     return unpool_by_argmax(input, argmax, tuple(out_hw), *params, ceil_mode)
+
+
+# The names of the 2-D tools in the scheme of the 1-D ones (argmax_to_indices1d).
+argmax_to_indices2d = argmax_to_indices
+argmax_to_mask2d = argmax_to_mask

@@ -5,7 +5,7 @@ pickling) is torch's."""
 
 from torch import nn
 
-from poolx import functional
+from poolx import functional, functional_1d
 
 
 class _NamedPoolx:
@@ -13,46 +13,41 @@ class _NamedPoolx:
         return f"poolx.{type(self).__name__}"
 
 
-class MaxPool2d(_NamedPoolx, nn.MaxPool2d):
-    """nn.MaxPool2d computed by poolx; same constructor and attributes.
-
-    The keyword-only `save` ("argmax" or "recompute") chooses what backward
-    keeps; see poolx.max_pool2d.
-    """
+class _SaveChoice:
+    """The keyword-only `save` ("argmax" or "recompute") of poolx's pooling
+    modules: what backward keeps; see poolx.max_pool2d."""
 
     # Class default, so modules pickled before `save` existed load unchanged.
     save = "argmax"
 
-    def __init__(
-        self,
-        kernel_size,
-        stride=None,
-        padding=0,
-        dilation=1,
-        return_indices=False,
-        ceil_mode=False,
-        *,
-        save="argmax",
-    ):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False, *, save="argmax"):
         super().__init__(kernel_size, stride, padding, dilation, return_indices, ceil_mode)
         functional.check_save(save, return_indices)
         self.save = save
 
     def extra_repr(self):
-        save = "" if self.save == MaxPool2d.save else f", save={self.save}"
+        save = "" if self.save == _SaveChoice.save else f", save={self.save}"
         return super().extra_repr() + save
 
     def forward(self, input):
-        return functional.max_pool2d(
-            input,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            self.dilation,
-            ceil_mode=self.ceil_mode,
-            return_indices=self.return_indices,
-            save=self.save,
-        )
+        return self._pool(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                          ceil_mode=self.ceil_mode, return_indices=self.return_indices,
+                          save=self.save)
+
+
+class MaxPool2d(_NamedPoolx, _SaveChoice, nn.MaxPool2d):
+    """nn.MaxPool2d computed by poolx; same constructor and attributes, and
+    the keyword-only `save`."""
+
+    _pool = staticmethod(functional.max_pool2d)
+
+
+class MaxPool1d(_NamedPoolx, _SaveChoice, nn.MaxPool1d):
+    """nn.MaxPool1d computed by poolx; same constructor and attributes, and
+    the keyword-only `save`."""
+
+    _pool = staticmethod(functional_1d.max_pool1d)
 
 
 class MaxUnpool2d(_NamedPoolx, nn.MaxUnpool2d):
@@ -61,5 +56,15 @@ class MaxUnpool2d(_NamedPoolx, nn.MaxUnpool2d):
 
     def forward(self, input, indices, output_size=None):
         return functional.max_unpool2d(
+            input, indices, self.kernel_size, self.stride, self.padding, output_size
+        )
+
+
+class MaxUnpool1d(_NamedPoolx, nn.MaxUnpool1d):
+    """nn.MaxUnpool1d computed by poolx (deterministic); same constructor and
+    attributes."""
+
+    def forward(self, input, indices, output_size=None):
+        return functional_1d.max_unpool1d(
             input, indices, self.kernel_size, self.stride, self.padding, output_size
         )

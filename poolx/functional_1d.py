@@ -1,0 +1,193 @@
+"""The 1-D functional API: torch.nn.functional's max_pool1d and max_unpool1d,
+and the argmax tools, as 2-D pooling of a unit height.
+
+A signal (N, C, L) is the image (N, C, 1, L): a view, so no byte moves; the
+window (k,) is (1, k), whose argmax is the tap along the signal and whose flat
+index h * L + l is the index torch's 1-D pooling returns. An (N, L, C) signal
+viewed as (N, C, L) pools as a channels_last image. The 1-D checks are
+torch's, in torch's order and words, before the 2-D call."""
+
+import torch
+import torch.nn.functional as F
+from torch.nn.modules.utils import _single
+
+from poolx import _geometry as geo
+from poolx import functional as f2d
+from poolx._functions import unpool_by_indices
+
+
+def _unit_height(t):
+    return t.unsqueeze(-2)
+
+
+def _flat(t):
+    return t.squeeze(-2)
+
+
+def _one(value, name, allow_empty=False):
+    """An int or a sequence of one int, as an int (None for an empty sequence
+    where allowed), with torch's max_pool1d error otherwise."""
+    if geo._plain(value):
+        return value
+    items = tuple(value) if isinstance(value, (tuple, list)) else None
+    if items is None or not all(geo._is_int(v) for v in items):
+        raise TypeError(f"max_pool1d(): argument '{name}' must be an int or a tuple of one int, "
+                        f"but got {name}={value!r}")
+    if allow_empty and not items:
+        return None
+    if len(items) != 1:
+        what = "None, an int, list of ints, or" if name == "stride" else "an int, list of ints or"
+        raise RuntimeError(f"max_pool1d() {name} must be {what} tuple of ints of size 1 but got "
+                           f"size {len(items)}")
+    return items[0]
+
+
+def params_1d(kernel_size, stride, padding, dilation):
+    """The 1-D arguments as 2-D ones: ((1, k), (1, s), (0, p), (1, d))."""
+    k = _one(kernel_size, "kernel_size")
+    s = k if stride is None else _one(stride, "stride", allow_empty=True)
+    s = k if s is None else s
+    p, d = _one(padding, "padding"), _one(dilation, "dilation")
+    return (1, k), (1, s), (0, p), (1, d)
+
+
+def _check_signal(input):
+    if input.dim() not in (2, 3) or any(n == 0 for n in input.shape[-2:]):
+        raise RuntimeError("max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 dim "
+                           f"batch size for input, but got:{list(input.shape)}")
+
+
+def _check_1d(input, params, ceil_mode):
+    """torch's check_max_pool1d, which its value-only call runs (with or
+    without grad); its return_indices call gets the 2-D checks instead."""
+    _check_signal(input)
+    (_, k), (_, s), (_, p), (_, d) = params
+    if k <= 0:
+        raise RuntimeError(f"max_pool1d() kernel_size must be greater than zero, but got {k}")
+    if s <= 0:
+        raise RuntimeError(f"max_pool1d() stride must be greater than zero, but got {s}")
+    if p < 0:
+        raise RuntimeError(f"max_pool1d() padding must be non-negative, but got {p}")
+    if p > k // 2:
+        raise RuntimeError("max_pool1d() padding should be at most half of kernel size, but got "
+                           f"padding={p} and kernel_size={k}")
+    if d <= 0:
+        raise RuntimeError(f"max_pool1d() dilation must be greater than zero, but got {d}")
+    out = geo.output_size(input.shape[-1], k, s, p, d, ceil_mode)
+    if out <= 0:
+        raise RuntimeError(f"max_pool1d() Invalid computed output size: {out}")
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False, *, save="argmax"):
+    """Same signature, results and gradients as torch.nn.functional.max_pool1d;
+    save as in poolx.max_pool2d."""
+    params = params_1d(kernel_size, stride, padding, dilation)
+    if return_indices:
+        _check_signal(input)
+        values, indices = f2d.max_pool2d(_unit_height(input), *params, ceil_mode, True, save=save)
+        return _flat(values), _flat(indices)
+    _check_1d(input, params, ceil_mode)
+    return _flat(f2d.max_pool2d(_unit_height(input), *params, ceil_mode, save=save))
+
+
+def max_pool1d_with_argmax(input, kernel_size, stride=None, padding=0, dilation=1,
+                           ceil_mode=False):
+    """(values, argmax) in one pass; argmax[..., l] is the tap (0 to k - 1) of
+    the maximum inside its window, as in max_pool2d_with_argmax."""
+    params = params_1d(kernel_size, stride, padding, dilation)
+    _check_1d(input, params, ceil_mode)
+    values, argmax = f2d.max_pool2d_with_argmax(_unit_height(input), *params, ceil_mode)
+    return _flat(values), _flat(argmax)
+
+
+def _length(size, like, name):
+    """(1, L) from a full shape or (L,), checked against `like` as 2-D does."""
+    try:
+        size = tuple(size)
+    except TypeError:
+        raise TypeError(f"{name} must be the input's shape or its (L,) as ints, but got "
+                        f"{name}={size!r}") from None
+    if len(size) == like.dim() and size[:-1] == tuple(like.shape[:-1]):
+        size = size[-1:]
+    if len(size) != 1:
+        raise RuntimeError(f"{name} must be the input's full shape (with the leading dims "
+                           f"{list(like.shape[:-1])}) or its (L,), but got {name}={list(size)}")
+    return (1, size[0])
+
+
+def max_pool1d_backward(grad_output, argmax, input_size, kernel_size, stride=None, padding=0,
+                        dilation=1, ceil_mode=False):
+    """The input's gradient from grad_output routed through argmax; input_size
+    is the input's full shape or its (L,)."""
+    params = params_1d(kernel_size, stride, padding, dilation)
+    grad = f2d.max_pool2d_backward(_unit_height(grad_output), _unit_height(argmax),
+                                   _length(input_size, grad_output, "input_size"), *params,
+                                   ceil_mode)
+    return _flat(grad)
+
+
+def argmax_to_indices1d(argmax, input_size, kernel_size, stride=None, padding=0, dilation=1,
+                        ceil_mode=False):
+    """The int64 indices along the signal that torch's max_pool1d returns."""
+    params = params_1d(kernel_size, stride, padding, dilation)
+    return _flat(f2d.argmax_to_indices(_unit_height(argmax),
+                                       _length(input_size, argmax, "input_size"), *params,
+                                       ceil_mode))
+
+
+def argmax_to_mask1d(argmax, input_size, kernel_size, stride=None, padding=0, dilation=1,
+                     ceil_mode=False):
+    """Boolean map of the input's shape: True at every window's selected maximum."""
+    params = params_1d(kernel_size, stride, padding, dilation)
+    return _flat(f2d.argmax_to_mask(_unit_height(argmax),
+                                    _length(input_size, argmax, "input_size"), *params,
+                                    ceil_mode))
+
+
+def max_unpool1d_argmax(input, argmax, output_size, kernel_size, stride=None, padding=0,
+                        dilation=1, ceil_mode=False):
+    """max_unpool1d fed with max_pool1d_with_argmax's argmax; output_size is
+    the pooled signal's full shape or its (L,)."""
+    params = params_1d(kernel_size, stride, padding, dilation)
+    return _flat(f2d.max_unpool2d_argmax(_unit_height(input), _unit_height(argmax),
+                                         _length(output_size, input, "output_size"), *params,
+                                         ceil_mode))
+
+
+def _unpool_length(input, kernel_size, stride, padding, output_size):
+    """The unpooled length by torch's rule (F._unpool_output_size), worked out
+    here for ints and sizes of one or three ints (symbolic ones included, which
+    torch's rule turns into a graph break), else by torch's code, with its errors."""
+    plain = [_plain_one(v) for v in (kernel_size, kernel_size if stride is None else stride,
+                                     padding)]
+    size = None if output_size is None else tuple(output_size)
+    if None in plain or input.dim() < 1 or (size is not None and len(size) not in (1, 3)):
+        kernel = _single(kernel_size)
+        return F._unpool_output_size(input, kernel, kernel if stride is None else
+                                     _single(stride), _single(padding), output_size)[0]
+    k, s, p = plain
+    default = (input.shape[-1] - 1) * s + k - 2 * p
+    if size is None:
+        return default
+    if not default - s < size[-1] < default + s:
+        raise ValueError(f'invalid output_size "{size[-1:]}" (dim 0 must be between '
+                         f"{default - s} and {default + s})")
+    if not isinstance(size[-1], (int, torch.SymInt)):  # torch's argument parser's error
+        raise TypeError("max_unpool2d(): argument 'output_size' (position 3) must be tuple of "
+                        f"ints, but found element of type {type(size[-1]).__name__} at pos 0")
+    return size[-1]
+
+
+def _plain_one(value):
+    """value as an int if it is one or a tuple or list of one, else None."""
+    if isinstance(value, (tuple, list)) and len(value) == 1:
+        value = value[0]
+    return value if geo._plain(value) else None
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """Same signature, results and gradients as torch.nn.functional.max_unpool1d,
+    deterministic as poolx.max_unpool2d."""
+    length = _unpool_length(input, kernel_size, stride, padding, output_size)
+    return _flat(unpool_by_indices(_unit_height(input), _unit_height(indices), (1, length)))
