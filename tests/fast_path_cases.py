@@ -10,7 +10,9 @@ import torch
 # and 4 (NCHW by pixels where stride_w is over 2 or dilation_w over 1: the
 # stride 1 dilated windows of a 70-wide row pass one block of 64 lanes; the
 # 7 inside windows of a 37-wide row pooled with stride 5 are copied into a
-# vector, too few for the compiler's vector loop).
+# vector, too few for the compiler's vector loop; windows 4 wide tiling NCHW
+# rows, split into taps by two even/odd splits: 37- and 70-wide rows fill
+# a vector's second half and run past a whole vector).
 GEOMETRIES = [
     ((2, 2), (2, 2), (0, 0), (1, 1)),
     ((3, 2), (3, 2), (0, 0), (1, 1)),
@@ -26,6 +28,8 @@ GEOMETRIES = [
     ((2, 3), (1, 1), (1, 1), (1, 2)),
     ((2, 4), (1, 4), (1, 2), (1, 1)),
     ((3, 3), (2, 5), (0, 1), (1, 1)),
+    ((1, 4), (1, 4), (0, 0), (1, 1)),
+    ((2, 4), (2, 4), (0, 0), (1, 1)),
 ]
 # (1, 16, 6, 32): rows of whole 16-element groups, which return_indices
 # writes by streaming stores (with the `stores` fixture); (1, 72, 7, 9):

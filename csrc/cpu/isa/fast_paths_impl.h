@@ -40,6 +40,13 @@ inline int64_t tiled_row_planes(const Layout4d& l) {
   return l.channels_last ? l.n : l.n * l.c;
 }
 
+constexpr bool kVectorBuild =
+#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
+    true;
+#else
+    false;
+#endif
+
 inline bool forward(const FastForwardArgs& a) {
   // float64, and NCHW rows that forward_nchw does not cover (stride_w over
   // 2, dilation_w): the element kernels divide per output and, in
@@ -51,7 +58,12 @@ inline bool forward(const FastForwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const bool cl = a.in_l.channels_last;
   const int row_c = tiled_row_channels(g, a.in_l);
-  if (!cl && row_c == 0 && !((g.stride_w == 1 || g.stride_w == 2) && g.dilation_w == 1)) {
+  // NCHW windows of width 4 tiling the rows: 1-D pooling by 4, whose long
+  // rows forward_by_pixels reads a stride of 4 apart (the default build's
+  // generic deinterleave is no faster than that)
+  const bool quads = kVectorBuild && !cl && tiles_input(g) && g.kernel_w == 4;
+  if (!cl && row_c == 0 && !quads &&
+      !((g.stride_w == 1 || g.stride_w == 2) && g.dilation_w == 1)) {
     return dispatch_fast_types(a.dtype, [&](auto* tag) {
       forward_by_pixels<std::remove_pointer_t<decltype(tag)>>(a);
     });
@@ -59,7 +71,10 @@ inline bool forward(const FastForwardArgs& a) {
   const int64_t planes = tiled_row_planes(a.in_l);
   return dispatch_fast_types(a.dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    if (row_c == 1) {
+    if (quads) {
+      a.argmax ? forward_tiled_rows<T, true, 1, 4>(a, planes)
+               : forward_tiled_rows<T, false, 1, 4>(a, planes);
+    } else if (row_c == 1) {
       a.argmax ? forward_tiled_rows<T, true, 1>(a, planes)
                : forward_tiled_rows<T, false, 1>(a, planes);
     } else if (row_c == 2) {

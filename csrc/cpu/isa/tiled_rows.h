@@ -4,11 +4,14 @@
 // 1 or 2 lanes. An output row of out_w * kC elements reads 2 * out_w * kC
 // input elements per window row, whose even and odd pixels are taps kw = 0
 // and 1. Loops step (plane, row) instead of dividing per row: rows are short.
+// The forward also takes NCHW windows kernel_h x 4 (1-D pooling by 4, whose
+// rows are long), split into taps by two even/odd splits.
 #pragma once
 
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 
 #include "forward_kernels.h"
@@ -39,21 +42,44 @@ inline std::pair<Vec, Vec> load_pixel_pairs(const T* p, int64_t n) {
   }
 }
 
-// One output row of out_row elements from the kernel_h window rows at
-// `window` (in_row apart), handed to store(i0, best, n) a vector at a time.
-// Full vectors and the row's tail are separate calls of `vector_at`, so full
-// ones load unmasked.
-template <bool kArgmax, int kC, typename T, typename Store>
+// A window row's 4 * n NCHW elements from `p`, split into taps kw = 0 to 3:
+// the even and odd elements of each half, whose evens and odds split again.
+template <typename T>
+inline std::array<Vec, 4> load_pixel_quads(const T* p, int64_t n) {
+  for (int64_t i = 0; i < 4; ++i) prefetch_ahead(p + i * kLanes);
+  const auto [even_lo, odd_lo] = load_even_odd(p, std::min(4 * n, 2 * kLanes));
+  const auto [even_hi, odd_hi] = 4 * n > 2 * kLanes
+                                     ? load_even_odd(p + 2 * kLanes, 4 * n - 2 * kLanes)
+                                     : std::pair<Vec, Vec>(Vec(0.f), Vec(0.f));
+  const auto [tap0, tap2] = deinterleave_pixels<1>(even_lo, even_hi);
+  const auto [tap1, tap3] = deinterleave_pixels<1>(odd_lo, odd_hi);
+  return {tap0, tap1, tap2, tap3};
+}
+
+// One output row of out_row elements from the kernel_h window rows (kW
+// wide) at `window` (in_row apart), handed to store(i0, best, n) a vector at
+// a time. Full vectors and the row's tail are separate calls of `vector_at`,
+// so full ones load unmasked.
+template <bool kArgmax, int kC, int kW, typename T, typename Store>
 inline void forward_tiled_row(const T* window, int64_t in_row, int64_t kernel_h,
                               int64_t out_row, Store&& store) {
+  static_assert(kW == 2 || (kW == 4 && kC == 1));
   const auto vector_at = [&](int64_t i0, int64_t n) {
-    const auto [left, right] = load_pixel_pairs<kC>(window + 2 * i0, n);
-    RunningMax<kArgmax> best(left, 0);
-    best.update(right, 1);
+    const auto taps_of_row = [&](int64_t kh) {
+      const T* p = window + kh * in_row + kW * i0;
+      if constexpr (kW == 2) {
+        const auto [left, right] = load_pixel_pairs<kC>(p, n);
+        return std::array<Vec, 2>{left, right};
+      } else {
+        return load_pixel_quads(p, n);
+      }
+    };
+    const auto first = taps_of_row(0);
+    RunningMax<kArgmax> best(first[0], 0);
+    for (int kw = 1; kw < kW; ++kw) best.update(first[kw], kw);
     for (int64_t kh = 1; kh < kernel_h; ++kh) {
-      const auto [l, r] = load_pixel_pairs<kC>(window + kh * in_row + 2 * i0, n);
-      best.update(l, kh * 2);
-      best.update(r, kh * 2 + 1);
+      const auto taps = taps_of_row(kh);
+      for (int kw = 0; kw < kW; ++kw) best.update(taps[kw], kh * kW + kw);
     }
     store(i0, best, n);
   };
@@ -64,7 +90,7 @@ inline void forward_tiled_row(const T* window, int64_t in_row, int64_t kernel_h,
 
 // Values (and argmax) of `planes` planes. Streamed values (large outputs) go
 // through a StreamAppender, tasks starting at whole vectors.
-template <typename T, bool kArgmax, int kC, bool kStream>
+template <typename T, bool kArgmax, int kC, int kW, bool kStream>
 void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
   // Sizes as locals (see forward_channels_last): stores could alias `a`.
   const int64_t out_h = a.g.out_h, kernel_h = a.g.kernel_h, in_h = a.g.in_h;
@@ -74,14 +100,14 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
   uint8_t* const argmax = a.argmax;
   const IndexRows* const index_rows = kArgmax ? a.index_rows : nullptr;
   const int64_t unit = kStream ? rows_per_aligned_start(out_row, kLanes) : 1;
-  const int64_t grain = std::max<int64_t>(1, grain_for(out_row * kernel_h * 2) / unit);
+  const int64_t grain = std::max<int64_t>(1, grain_for(out_row * kernel_h * kW) / unit);
   at::parallel_for(0, ceil_div_nonneg(rows, unit), grain, [=](int64_t b, int64_t e) {
     const int64_t first = b * unit, last = std::min(rows, e * unit);
     StreamAppender<ValueLanes<T>> values(out + first * out_row);
     int64_t plane = first / out_h, oh = first % out_h;
     for (int64_t r = first; r < last; ++r) {
       const T* window = in + (plane * in_h + oh * kernel_h) * in_row;
-      forward_tiled_row<kArgmax, kC>(
+      forward_tiled_row<kArgmax, kC, kW>(
           window, in_row, kernel_h, out_row,
           [&](int64_t i0, const RunningMax<kArgmax>& best, int64_t n) {
             if constexpr (kStream) {
@@ -108,12 +134,12 @@ void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
 
 // Streaming as a template argument in the tiled rows (here and in backward):
 // as a run-time flag it cost their short rows up to a tenth of their time.
-template <typename T, bool kArgmax, int kC>
+template <typename T, bool kArgmax, int kC, int kW = 2>
 void forward_tiled_rows(const FastForwardArgs& a, int64_t planes) {
   const int64_t outputs = planes * a.g.out_h * a.g.out_w * kC;
   worth_streaming(static_cast<T*>(a.values), outputs)
-      ? forward_tiled_rows<T, kArgmax, kC, true>(a, planes)
-      : forward_tiled_rows<T, kArgmax, kC, false>(a, planes);
+      ? forward_tiled_rows<T, kArgmax, kC, kW, true>(a, planes)
+      : forward_tiled_rows<T, kArgmax, kC, kW, false>(a, planes);
 }
 
 // n <= kLanes outputs of kC-channel pixels, loaded once and routed to their
