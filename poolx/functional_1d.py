@@ -116,43 +116,49 @@ def _length(size, like, name):
     return (1, size[0])
 
 
+def _argmax_tool(name, tool, tensors, size, size_name, like, pool, ceil_mode):
+    """The 2-D argmax tool `tool` on signals viewed with height 1: `tensors`,
+    then the (1, L) of `size` (checked against `like`), the windows, ceil_mode.
+    A bad argmax raises the 2-D tool's error under the 1-D name."""
+    views = [_unit_height(t) for t in tensors]
+    try:
+        return _flat(tool(*views, _length(size, like, size_name), *params_1d(*pool), ceil_mode))
+    except IndexError as error:
+        raise IndexError(f"{name}: the signals viewed as images of height 1, {error}") from None
+
+
 def max_pool1d_backward(grad_output, argmax, input_size, kernel_size, stride=None, padding=0,
                         dilation=1, ceil_mode=False):
     """The input's gradient from grad_output routed through argmax; input_size
     is the input's full shape or its (L,)."""
-    params = params_1d(kernel_size, stride, padding, dilation)
-    grad = f2d.max_pool2d_backward(_unit_height(grad_output), _unit_height(argmax),
-                                   _length(input_size, grad_output, "input_size"), *params,
-                                   ceil_mode)
-    return _flat(grad)
+    pool = (kernel_size, stride, padding, dilation)
+    return _argmax_tool("max_pool1d_backward", f2d.max_pool2d_backward, (grad_output, argmax),
+                        input_size, "input_size", grad_output, pool, ceil_mode)
 
 
 def argmax_to_indices1d(argmax, input_size, kernel_size, stride=None, padding=0, dilation=1,
                         ceil_mode=False):
     """The int64 indices along the signal that torch's max_pool1d returns."""
-    params = params_1d(kernel_size, stride, padding, dilation)
-    return _flat(f2d.argmax_to_indices(_unit_height(argmax),
-                                       _length(input_size, argmax, "input_size"), *params,
-                                       ceil_mode))
+    pool = (kernel_size, stride, padding, dilation)
+    return _argmax_tool("argmax_to_indices1d", f2d.argmax_to_indices, (argmax,), input_size,
+                        "input_size", argmax, pool, ceil_mode)
 
 
 def argmax_to_mask1d(argmax, input_size, kernel_size, stride=None, padding=0, dilation=1,
                      ceil_mode=False):
     """Boolean map of the input's shape: True at every window's selected maximum."""
-    params = params_1d(kernel_size, stride, padding, dilation)
-    return _flat(f2d.argmax_to_mask(_unit_height(argmax),
-                                    _length(input_size, argmax, "input_size"), *params,
-                                    ceil_mode))
+    pool = (kernel_size, stride, padding, dilation)
+    return _argmax_tool("argmax_to_mask1d", f2d.argmax_to_mask, (argmax,), input_size,
+                        "input_size", argmax, pool, ceil_mode)
 
 
 def max_unpool1d_argmax(input, argmax, output_size, kernel_size, stride=None, padding=0,
                         dilation=1, ceil_mode=False):
     """max_unpool1d fed with max_pool1d_with_argmax's argmax; output_size is
     the pooled signal's full shape or its (L,)."""
-    params = params_1d(kernel_size, stride, padding, dilation)
-    return _flat(f2d.max_unpool2d_argmax(_unit_height(input), _unit_height(argmax),
-                                         _length(output_size, input, "output_size"), *params,
-                                         ceil_mode))
+    pool = (kernel_size, stride, padding, dilation)
+    return _argmax_tool("max_unpool1d_argmax", f2d.max_unpool2d_argmax, (input, argmax),
+                        output_size, "output_size", input, pool, ceil_mode)
 
 
 def _unpool_length(input, kernel_size, stride, padding, output_size):

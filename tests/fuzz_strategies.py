@@ -49,7 +49,9 @@ def laid_out(values, layout):
 def tensors(draw, shape, dtypes):
     """A tensor of `shape`: one of `dtypes`, planted specials, any layout it can have."""
     dtype = draw(st.sampled_from(dtypes))
-    layouts = LAYOUTS if len(shape) == 4 else [l for l in LAYOUTS if l != "channels_last"]
+    layouts = [layout for layout in LAYOUTS
+               if (layout != "channels_last" or len(shape) == 4)
+               and (layout != "transposed" or len(shape) >= 2)]
     specials = draw(st.sampled_from([(), (float("nan"),), (float("-inf"),),
                                      (float("nan"), float("nan"), float("inf"))]))
     values = seeded_values(shape, dtype, draw(st.integers(0, 2**31)), specials)
