@@ -9,6 +9,7 @@ Examples:
   python -m bench --allocator tcmalloc         # every CPU case and path
   python -m bench --shapes seed vgg --dtypes float32 --modes forward+backward unpool
   python -m bench --models --allocator tcmalloc  # whole models, stock against convert()
+  python -m bench --family --allocator tcmalloc  # 1-D pooling against torch
   python -m bench --device cuda --json gpu.json --plot gpu.png
 """
 
@@ -43,6 +44,9 @@ def parse_args(argv):
                    help="instead of the cases: one training step of VGG-11, ResNet-18, a "
                         "SegNet-style encoder-decoder and an MNIST CNN (or the ones named: "
                         f"{', '.join(MODEL_NAMES)}), stock against poolx.convert, both layouts")
+    p.add_argument("--family", action="store_true",
+                   help="instead of the cases: 1-D pooling (bench/family.py), every path "
+                        "against torch.nn.functional's")
     p.add_argument("--shapes", nargs="+", default=ALL_SHAPES, metavar="SHAPE",
                    help="seed, mnist, vgg (all four blocks) or vgg-64@224, vgg-128@112, "
                         "vgg-256@56, vgg-512@28, resnet-stem, unet (default: all)")
@@ -168,6 +172,10 @@ def main(argv=None):
         from bench.models import main as models_main
 
         return models_main(args, allocator.current())
+    if args.family:
+        from bench.family import main as family_main
+
+        return family_main(args, allocator.current())
     if args.thp:
         os.environ["THP_MEM_ALLOC_ENABLE"] = "1"  # read at torch's first allocation
     import torch

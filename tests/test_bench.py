@@ -214,3 +214,12 @@ def test_kernel_profile_lists_each_peers_time_and_kernels(capsys):
         for mode in ("backward", "unpool") for peer in ("eager", "poolx")]
     poolx_unpool = lines[-1]
     assert "poolx::max_unpool2d" in poolx_unpool and float(poolx_unpool.split()[2]) > 0
+
+
+def test_family_runs_every_1d_path_against_torch():
+    rows = main(["--family", "--quick", "--rounds", "1", "--no-progress"])
+    from bench.family import DTYPES, LAYOUTS, MODES, SIGNALS
+
+    assert len(rows) == len(SIGNALS) * len(LAYOUTS) * len(DTYPES) * len(MODES)
+    assert all(torch_s > 0 and poolx_s > 0 and floor_s > 0
+               for *_, torch_s, poolx_s, floor_s in rows)
