@@ -50,12 +50,12 @@ MODES = ["inference", "forward", "backward", "forward+backward", "return_indices
          "unpool_argmax"]
 
 
-def _tensors(signal, layout, dtype):
+def _tensors(signal, layout, dtype, device):
     shape = (signal.n, signal.c, signal.length)
     if layout == "nlc":
-        x = torch.randn(shape[0], shape[2], shape[1], dtype=dtype).transpose(1, 2)
+        x = torch.randn(shape[0], shape[2], shape[1], dtype=dtype, device=device).transpose(1, 2)
     else:
-        x = torch.randn(shape, dtype=dtype)
+        x = torch.randn(shape, dtype=dtype, device=device)
     values, indices = F.max_pool1d(x, **signal.pool_args, return_indices=True)
     _, argmax = poolx.max_pool1d_with_argmax(x, **signal.pool_args)
     return x, values, indices, argmax, torch.randn_like(values)
@@ -107,17 +107,18 @@ def _floor_bytes(signal, dtype, mode):
             "unpool_argmax": outputs * (elem + 1) + inputs * elem}[mode]
 
 
-def run(signals=SIGNALS, rounds=3, min_run_time=0.3, copy_mb=512, progress=True):
+def run(signals=SIGNALS, rounds=3, min_run_time=0.3, copy_mb=512, progress=True,
+        device="cpu"):
     """Rows of (signal, layout, dtype, mode, torch s, poolx s, floor s)."""
     from tqdm import tqdm
 
     threads = torch.get_num_threads()
-    copy_gbps = copy_bandwidths("cpu", copy_mb << 20, 0.5)["copy"]
+    copy_gbps = copy_bandwidths(device, copy_mb << 20, 0.5)["copy"]
     rows = []
     combos = [(s, layout, d) for s in signals for layout in LAYOUTS for d in DTYPES]
     for signal, layout, dtype_name in tqdm(combos, disable=not progress):
         dtype = DTYPES[dtype_name]
-        runners = _runners(signal, *_tensors(signal, layout, dtype))
+        runners = _runners(signal, *_tensors(signal, layout, dtype, device))
         for mode, pair in runners.items():
             times = ([], [])
             for peer in pair:
@@ -128,12 +129,17 @@ def run(signals=SIGNALS, rounds=3, min_run_time=0.3, copy_mb=512, progress=True)
             torch_s, poolx_s = (statistics.median(t) for t in times)
             floor_s = _floor_bytes(signal, dtype, mode) / (copy_gbps * 1e9)
             rows.append((signal.name, layout, dtype_name, mode, torch_s, poolx_s, floor_s))
+            if not progress:  # each case as it finishes, so a run cut short still tells
+                print(f"case {signal.name}/{layout}/{dtype_name}/{mode}: torch "
+                      f"{torch_s * 1e3:.3f} ms, poolx {poolx_s * 1e3:.3f} ms, "
+                      f"x{torch_s / poolx_s:.2f}", flush=True)
     return copy_gbps, rows
 
 
-def table(copy_gbps, rows, allocator):
-    lines = [f"copy bandwidth (read + written): {copy_gbps:.1f} GB/s; allocator: {allocator}; "
-             f"{torch.get_num_threads()} threads",
+def table(copy_gbps, rows, allocator, device="cpu"):
+    where = torch.cuda.get_device_name() if device == "cuda" else (
+        f"allocator: {allocator}; {torch.get_num_threads()} threads")
+    lines = [f"copy bandwidth (read + written): {copy_gbps:.1f} GB/s; {where}",
              "| signal | layout | dtype | path | torch ms | poolx ms | speedup "
              "| poolx % of copy floor |", "|---|---|---|---|---:|---:|---:|---:|"]
     for name, layout, dtype, mode, torch_s, poolx_s, floor_s in rows:
@@ -160,8 +166,8 @@ def main(args, allocator):
     # --quick: batch 1, to see that every path runs
     signals = [dataclasses.replace(s, n=1) for s in SIGNALS] if args.quick else SIGNALS
     copy_gbps, rows = run(signals, args.rounds, args.min_run_time, args.copy_mb,
-                          not args.no_progress)
-    print(table(copy_gbps, rows, allocator))
+                          not args.no_progress, args.device)
+    print(table(copy_gbps, rows, allocator, args.device))
     print(summary(rows))
     slower = [r for r in rows if r[5] > r[4]]
     print(f"{len(rows)} cases; poolx slower than torch in {len(slower)}")
