@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import poolx
-from bench.floor import copy_bandwidths
+from bench.floor import copy_bandwidths, path_bytes
 from bench.timing import measure, warm_up
 
 
@@ -93,20 +93,6 @@ def _runners(signal, x, values, indices, argmax, grad_out):
     return {mode: (peers["torch"][mode], peers["poolx"][mode]) for mode in MODES}
 
 
-def _floor_bytes(signal, dtype, mode):
-    """The least traffic of each path, as bench/floor.py counts it for 2-D."""
-    elem = torch.empty((), dtype=dtype).element_size()
-    inputs = signal.n * signal.c * signal.length
-    outputs = signal.n * signal.c * signal.out_length
-    forward = (inputs + outputs) * elem
-    backward = outputs * (elem + 1) + inputs * elem
-    return {"inference": forward, "forward": forward + outputs, "backward": backward,
-            "forward+backward": forward + outputs + backward,
-            "return_indices": forward + 8 * outputs,
-            "unpool": outputs * (elem + 8) + inputs * elem,
-            "unpool_argmax": outputs * (elem + 1) + inputs * elem}[mode]
-
-
 def run(signals=SIGNALS, rounds=3, min_run_time=0.3, copy_mb=512, progress=True,
         device="cpu"):
     """Rows of (signal, layout, dtype, mode, torch s, poolx s, floor s)."""
@@ -127,7 +113,10 @@ def run(signals=SIGNALS, rounds=3, min_run_time=0.3, copy_mb=512, progress=True,
                 for i, peer in enumerate(pair):
                     times[i].append(measure(peer, threads, min_run_time))
             torch_s, poolx_s = (statistics.median(t) for t in times)
-            floor_s = _floor_bytes(signal, dtype, mode) / (copy_gbps * 1e9)
+            moved = path_bytes(signal.n * signal.c * signal.length,
+                               signal.n * signal.c * signal.out_length,
+                               torch.empty((), dtype=dtype).element_size(), mode)
+            floor_s = moved / (copy_gbps * 1e9)
             rows.append((signal.name, layout, dtype_name, mode, torch_s, poolx_s, floor_s))
             if not progress:  # each case as it finishes, so a run cut short still tells
                 print(f"case {signal.name}/{layout}/{dtype_name}/{mode}: torch "

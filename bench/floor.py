@@ -5,15 +5,20 @@ from torch.utils import benchmark
 
 
 def minimal_bytes(case):
-    """DESIGN.md's minimal traffic: forward reads the input and writes values
-    (plus a 1-byte argmax where the mode needs it); backward reads grad_out and
-    the argmax and writes grad_input; forward+backward is the sum. The other
-    paths read and write each tensor of their API once (int64 indices: 8 bytes
-    an output, a mask: 1 byte an input)."""
+    """The least traffic of a 2-D case (path_bytes)."""
     s = case.shape
     elem = torch.empty((), dtype=getattr(torch, case.dtype)).element_size()
-    inputs = s.n * s.c * s.h * s.w
-    outputs = s.n * s.c * s.out_hw[0] * s.out_hw[1]
+    return path_bytes(s.n * s.c * s.h * s.w, s.n * s.c * s.out_hw[0] * s.out_hw[1], elem,
+                      case.mode)
+
+
+def path_bytes(inputs, outputs, elem, mode):
+    """DESIGN.md's minimal traffic of `mode` for `inputs` and `outputs` elements
+    of `elem` bytes: forward reads the input and writes values (plus a 1-byte
+    argmax where the mode needs it); backward reads grad_out and the argmax and
+    writes grad_input; forward+backward is the sum. The other paths read and
+    write each tensor of their API once (int64 indices: 8 bytes an output, a
+    mask: 1 byte an input)."""
     forward = (inputs + outputs) * elem
     backward = outputs * (elem + 1) + inputs * elem
     unpool_indices = outputs * (elem + 8) + inputs * elem  # values, int64 indices in
@@ -28,7 +33,7 @@ def minimal_bytes(case):
         # pool with indices, unpool by them; backward: the unpool's gather, the pool's scatter
         "pool+unpool": forward + 8 * outputs + unpool_indices + 2 * backward,
         "argmax_to_mask": outputs + inputs,
-    }[case.mode]
+    }[mode]
 
 
 def copy_bandwidths(device, nbytes, min_run_time):
