@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <sstream>
+#include <string>
 
 #include "kernels.h"
 #include "pool_args.h"
@@ -15,45 +16,62 @@ namespace poolx {
 
 using KernelsFn = const Pool2dKernels& (*)();
 
-// Validated geometry plus 4-D argmax and companion tensor in argmax's layout.
+// Validated geometry plus batched argmax and companion tensor in argmax's
+// layout, and the dims of the pooling.
 struct ArgmaxProblem {
   Pool2dGeometry g;
   at::MemoryFormat format;
-  at::Tensor argmax;     // 4-D
-  at::Tensor companion;  // 4-D, pooled shape (grad_output, values) or undefined
+  at::Tensor argmax;     // batched
+  at::Tensor companion;  // batched, pooled shape (grad_output, values) or undefined
+  int dims;
 };
+
+// "(D, H, W)" sizes of g's input, or "(H, W)", for messages.
+inline std::string input_name(const Pool2dGeometry& g, int dims) {
+  return (dims == 3 ? std::to_string(g.in_d) + "x" : "") + std::to_string(g.in_h) + "x" +
+         std::to_string(g.in_w);
+}
 
 // Where a kernel found an argmax value that names no tap of its window inside
 // the input (a user's argmax may hold anything): the error, naming the op,
 // the position and the value.
 template <KernelsFn K>
 [[noreturn]] C10_NOINLINE void invalid_argmax(const at::Tensor& user_argmax,
-                                              const at::Tensor& argmax4, const Pool2dGeometry& g,
-                                              const char* op) {
+                                              const ArgmaxProblem& p, const char* op) {
+  const Pool2dGeometry& g = p.g;
+  const at::Tensor argmax4 = folded(p.argmax);
   const int64_t bad = K().first_invalid_argmax(argmax4, g);
   TORCH_INTERNAL_ASSERT(bad >= 0, op, ": a kernel rejected an argmax that holds no invalid value");
   const Layout4d::Coord at = poolx::layout_of(argmax4).coord(bad);
   std::ostringstream where;
-  where << "argmax[" << (user_argmax.dim() == 4 ? std::to_string(at.n) + ", " : "") << at.c
-        << ", " << at.h << ", " << at.w << "] = " << argmax4[at.n][at.c][at.h][at.w].item<int64_t>();
-  TORCH_CHECK_INDEX(false, op, ": ", where.str(), " names no tap of its ", g.kernel_h, "x",
-                    g.kernel_w, " window inside the ", g.in_h, "x", g.in_w, " input (stride ",
-                    g.stride_h, "x", g.stride_w, ", padding ", g.pad_h, "x", g.pad_w,
-                    ", dilation ", g.dilation_h, "x", g.dilation_w,
-                    "); an argmax must come from max_pool2d_with_argmax with the same arguments");
+  where << "argmax[";
+  if (user_argmax.dim() == p.dims + 2) where << at.n << ", ";
+  where << at.c << ", ";
+  if (p.dims == 3) where << at.h / g.out_h << ", " << at.h % g.out_h << ", ";
+  else where << at.h << ", ";
+  where << at.w << "] = " << argmax4[at.n][at.c][at.h][at.w].item<int64_t>();
+  const auto per_axis = [&](int64_t d, int64_t h, int64_t w) {
+    return (p.dims == 3 ? std::to_string(d) + "x" : "") + std::to_string(h) + "x" +
+           std::to_string(w);
+  };
+  TORCH_CHECK_INDEX(false, op, ": ", where.str(), " names no tap of its ", window_name(g),
+                    " window inside the ", input_name(g, p.dims), " input (stride ",
+                    per_axis(g.stride_d, g.stride_h, g.stride_w), ", padding ",
+                    per_axis(g.pad_d, g.pad_h, g.pad_w), ", dilation ",
+                    per_axis(g.dilation_d, g.dilation_h, g.dilation_w),
+                    "); an argmax must come from max_pool", p.dims,
+                    "d_with_argmax with the same arguments");
 }
 
 inline ArgmaxProblem argmax_problem(const at::Tensor& argmax, const at::Tensor& companion,
-                                    at::IntArrayRef input_hw, at::IntArrayRef kernel_size,
-                                    at::IntArrayRef stride, at::IntArrayRef padding,
-                                    at::IntArrayRef dilation, bool ceil_mode, const char* op) {
+                                    at::IntArrayRef input_size, const PoolParams& params,
+                                    const char* op, int dims) {
   const at::Tensor& shaped = companion.defined() ? companion : argmax;
-  const Pool2dGeometry g = output_geometry(
-      shaped, input_hw, {kernel_size, stride, padding, dilation, ceil_mode}, op);
+  const Pool2dGeometry g = output_geometry(shaped, input_size, params, op, dims);
   check_argmax(argmax, shaped, g, op);
-  const at::MemoryFormat format = pool_memory_format(argmax);
-  return {g, format, as_batched(argmax, format),
-          companion.defined() ? as_batched(companion, format) : at::Tensor()};
+  const at::MemoryFormat format = pool_memory_format(argmax, dims);
+  return {g, format, as_batched(argmax, format, dims),
+          companion.defined() ? as_batched(companion, format, dims) : at::Tensor(), dims};
 }
 
 }  // namespace poolx

@@ -25,25 +25,28 @@ variable_list pool_with_argmax(const Tensor& input, const PoolArgs& args, bool w
   return MaxPool2dArgmax::apply(input, args, with_indices);
 }
 
-std::tuple<Tensor, Tensor> max_pool2d_argmax(const Tensor& input, IntArrayRef kernel,
-                                             IntArrayRef stride, IntArrayRef padding,
-                                             IntArrayRef dilation, bool ceil_mode) {
-  const auto out = pool_with_argmax(input, pool_args(kernel, stride, padding, dilation, ceil_mode),
-                                    /*with_indices=*/false);
+template <int Dims>
+std::tuple<Tensor, Tensor> max_pool_argmax(const Tensor& input, IntArrayRef kernel,
+                                           IntArrayRef stride, IntArrayRef padding,
+                                           IntArrayRef dilation, bool ceil_mode) {
+  const auto out = pool_with_argmax(
+      input, pool_args(kernel, stride, padding, dilation, ceil_mode, Dims), /*with_indices=*/false);
   return {out[0], out[1]};
 }
 
-std::tuple<Tensor, Tensor, Tensor> max_pool2d_indices(const Tensor& input, IntArrayRef kernel,
-                                                      IntArrayRef stride, IntArrayRef padding,
-                                                      IntArrayRef dilation, bool ceil_mode) {
-  const auto out = pool_with_argmax(input, pool_args(kernel, stride, padding, dilation, ceil_mode),
-                                    /*with_indices=*/true);
+template <int Dims>
+std::tuple<Tensor, Tensor, Tensor> max_pool_indices(const Tensor& input, IntArrayRef kernel,
+                                                    IntArrayRef stride, IntArrayRef padding,
+                                                    IntArrayRef dilation, bool ceil_mode) {
+  const auto out = pool_with_argmax(
+      input, pool_args(kernel, stride, padding, dilation, ceil_mode, Dims), /*with_indices=*/true);
   return {out[0], out[1], out[2]};
 }
 
-Tensor max_pool2d_values(const Tensor& input, IntArrayRef kernel, IntArrayRef stride,
-                         IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
-  const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode);
+template <int Dims>
+Tensor max_pool_values(const Tensor& input, IntArrayRef kernel, IntArrayRef stride,
+                       IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode, Dims);
   if (!tracked(input)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return args.pool_values(input);
@@ -51,10 +54,11 @@ Tensor max_pool2d_values(const Tensor& input, IntArrayRef kernel, IntArrayRef st
   return MaxPool2dValues::apply(input, args);
 }
 
-Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& argmax,
-                           SymIntArrayRef input_hw, IntArrayRef kernel, IntArrayRef stride,
-                           IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
-  const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode);
+template <int Dims>
+Tensor max_pool_backward(const Tensor& grad_output, const Tensor& argmax,
+                         SymIntArrayRef input_hw, IntArrayRef kernel, IntArrayRef stride,
+                         IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode, Dims);
   if (!tracked(grad_output)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return args.route_to_input(grad_output, argmax, input_hw);
@@ -62,10 +66,11 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& argmax,
   return RouteToInput::apply(grad_output, argmax, input_hw, args);
 }
 
-Tensor max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, SymIntArrayRef input_hw,
-                           IntArrayRef kernel, IntArrayRef stride, IntArrayRef padding,
-                           IntArrayRef dilation, bool ceil_mode) {
-  const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode);
+template <int Dims>
+Tensor max_unpool_argmax(const Tensor& values, const Tensor& argmax, SymIntArrayRef input_hw,
+                         IntArrayRef kernel, IntArrayRef stride, IntArrayRef padding,
+                         IntArrayRef dilation, bool ceil_mode) {
+  const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode, Dims);
   if (!tracked(values)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return args.unpool_by_argmax(values, argmax, input_hw);
@@ -101,10 +106,11 @@ Tensor max_unpool2d_backward(const Tensor& grad_output, const Tensor& indices) {
   return grad_output.flatten(-2).gather(-1, indices.flatten(-2)).view_symint(indices.sym_sizes());
 }
 
+template <int Dims>
 Tensor gather_by_argmax(const Tensor& src, const Tensor& argmax, IntArrayRef kernel,
                         IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
                         bool ceil_mode) {
-  const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode);
+  const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode, Dims);
   if (!tracked(src)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return args.gather_at_argmax(src, argmax);
@@ -116,12 +122,18 @@ Tensor gather_by_argmax(const Tensor& src, const Tensor& argmax, IntArrayRef ker
 }  // namespace poolx
 
 TORCH_LIBRARY_IMPL(poolx, Autograd, m) {
-  m.impl("max_pool2d_argmax", &poolx::max_pool2d_argmax);
-  m.impl("max_pool2d_indices", &poolx::max_pool2d_indices);
-  m.impl("max_pool2d_values", &poolx::max_pool2d_values);
-  m.impl("max_pool2d_backward", &poolx::max_pool2d_backward);
-  m.impl("gather_by_argmax", &poolx::gather_by_argmax);
-  m.impl("max_unpool2d_argmax", &poolx::max_unpool2d_argmax);
+  m.impl("max_pool2d_argmax", &poolx::max_pool_argmax<2>);
+  m.impl("max_pool2d_indices", &poolx::max_pool_indices<2>);
+  m.impl("max_pool2d_values", &poolx::max_pool_values<2>);
+  m.impl("max_pool2d_backward", &poolx::max_pool_backward<2>);
+  m.impl("gather_by_argmax", &poolx::gather_by_argmax<2>);
+  m.impl("max_unpool2d_argmax", &poolx::max_unpool_argmax<2>);
+  m.impl("max_pool3d_argmax", &poolx::max_pool_argmax<3>);
+  m.impl("max_pool3d_indices", &poolx::max_pool_indices<3>);
+  m.impl("max_pool3d_values", &poolx::max_pool_values<3>);
+  m.impl("max_pool3d_backward", &poolx::max_pool_backward<3>);
+  m.impl("gather_by_argmax3d", &poolx::gather_by_argmax<3>);
+  m.impl("max_unpool3d_argmax", &poolx::max_unpool_argmax<3>);
   m.impl("max_unpool2d", &poolx::max_unpool2d);
 }
 

@@ -29,24 +29,38 @@ c10::TypedOperatorHandle<Signature> find_op(const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
 
+// The 2-D and the 3-D op of a kind, picked by the number of spatial dims.
+template <class Signature>
+struct OpByDims {
+  c10::TypedOperatorHandle<Signature> op2, op3;
+  OpByDims(const char* name2, const char* name3)
+      : op2(find_op<Signature>(name2)), op3(find_op<Signature>(name3)) {}
+  const c10::TypedOperatorHandle<Signature>& operator()(int dims) const {
+    return dims == 3 ? op3 : op2;
+  }
+};
+
 // kernel_size, stride, padding, dilation, ceil_mode as the ops take them
-// (one or two ints each; stride may be empty), held without a heap
-// allocation: every Autograd-key call builds one.
+// (one int or one per spatial dim each; stride may be empty), and the number
+// of spatial dims (2 or 3), held without a heap allocation: every
+// Autograd-key call builds one.
 struct PoolArgs {
-  using Ints = c10::SmallVector<int64_t, 2>;
+  using Ints = c10::SmallVector<int64_t, 3>;
   Ints kernel, stride, padding, dilation;
   bool ceil_mode;
+  int dims;
 
   // One saved_data entry, each list behind its length: a map entry and an
   // IValue list per argument made up much of a tracked call's host time.
   void save(AutogradContext* ctx) const {
     std::vector<int64_t> packed;
-    packed.reserve(13);
+    packed.reserve(18);
     for (const Ints* ints : {&kernel, &stride, &padding, &dilation}) {
       packed.push_back(static_cast<int64_t>(ints->size()));
       packed.insert(packed.end(), ints->begin(), ints->end());
     }
     packed.push_back(ceil_mode);
+    packed.push_back(dims);
     ctx->saved_data["pool_args"] = std::move(packed);
   }
 
@@ -59,43 +73,46 @@ struct PoolArgs {
       for (size_t i = 0; i < count; ++i) ints->push_back(packed[at++]);
     }
     args.ceil_mode = packed[at] != 0;
+    args.dims = static_cast<int>(packed[at + 1]);
     return args;
   }
 
   std::tuple<Tensor, Tensor> pool_argmax(const Tensor& input) const {
-    static const auto op =
-        find_op<std::tuple<Tensor, Tensor>(const Tensor&, IntArrayRef, IntArrayRef, IntArrayRef,
-                                           IntArrayRef, bool)>("poolx::max_pool2d_argmax");
-    return op.call(input, kernel, stride, padding, dilation, ceil_mode);
+    static const OpByDims<std::tuple<Tensor, Tensor>(const Tensor&, IntArrayRef, IntArrayRef,
+                                                     IntArrayRef, IntArrayRef, bool)>
+        op("poolx::max_pool2d_argmax", "poolx::max_pool3d_argmax");
+    return op(dims).call(input, kernel, stride, padding, dilation, ceil_mode);
   }
 
   std::tuple<Tensor, Tensor, Tensor> pool_indices(const Tensor& input) const {
-    static const auto op =
-        find_op<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, IntArrayRef, IntArrayRef,
-                                                   IntArrayRef, IntArrayRef, bool)>(
-            "poolx::max_pool2d_indices");
-    return op.call(input, kernel, stride, padding, dilation, ceil_mode);
+    static const OpByDims<std::tuple<Tensor, Tensor, Tensor>(
+        const Tensor&, IntArrayRef, IntArrayRef, IntArrayRef, IntArrayRef, bool)>
+        op("poolx::max_pool2d_indices", "poolx::max_pool3d_indices");
+    return op(dims).call(input, kernel, stride, padding, dilation, ceil_mode);
   }
 
   Tensor pool_values(const Tensor& input) const {
-    static const auto op = find_op<Tensor(const Tensor&, IntArrayRef, IntArrayRef, IntArrayRef,
-                                          IntArrayRef, bool)>("poolx::max_pool2d_values");
-    return op.call(input, kernel, stride, padding, dilation, ceil_mode);
+    static const OpByDims<Tensor(const Tensor&, IntArrayRef, IntArrayRef, IntArrayRef,
+                                 IntArrayRef, bool)>
+        op("poolx::max_pool2d_values", "poolx::max_pool3d_values");
+    return op(dims).call(input, kernel, stride, padding, dilation, ceil_mode);
   }
 
   // pooled-shape values routed to the selected taps of an input of size
   // input_hw, meeting values added up
   Tensor route_to_input(const Tensor& pooled, const Tensor& argmax,
                         SymIntArrayRef input_hw) const {
-    static const auto op = find_op<PlaceSignature>("poolx::max_pool2d_backward");
-    return place(op, pooled, argmax, input_hw);
+    static const OpByDims<PlaceSignature> op("poolx::max_pool2d_backward",
+                                             "poolx::max_pool3d_backward");
+    return place(op(dims), pooled, argmax, input_hw);
   }
 
   // the same with the last of meeting values staying
   Tensor unpool_by_argmax(const Tensor& pooled, const Tensor& argmax,
                           SymIntArrayRef input_hw) const {
-    static const auto op = find_op<PlaceSignature>("poolx::max_unpool2d_argmax");
-    return place(op, pooled, argmax, input_hw);
+    static const OpByDims<PlaceSignature> op("poolx::max_unpool2d_argmax",
+                                             "poolx::max_unpool3d_argmax");
+    return place(op(dims), pooled, argmax, input_hw);
   }
 
   using PlaceSignature = Tensor(const Tensor&, const Tensor&, SymIntArrayRef, IntArrayRef,
@@ -107,24 +124,24 @@ struct PoolArgs {
 
   // each window's selected element of src
   Tensor gather_at_argmax(const Tensor& src, const Tensor& argmax) const {
-    static const auto op =
-        find_op<Tensor(const Tensor&, const Tensor&, IntArrayRef, IntArrayRef, IntArrayRef,
-                       IntArrayRef, bool)>("poolx::gather_by_argmax");
-    return op.call(src, argmax, kernel, stride, padding, dilation, ceil_mode);
+    static const OpByDims<Tensor(const Tensor&, const Tensor&, IntArrayRef, IntArrayRef,
+                                 IntArrayRef, IntArrayRef, bool)>
+        op("poolx::gather_by_argmax", "poolx::gather_by_argmax3d");
+    return op(dims).call(src, argmax, kernel, stride, padding, dilation, ceil_mode);
   }
 };
 
 inline PoolArgs pool_args(IntArrayRef kernel, IntArrayRef stride, IntArrayRef padding,
-                          IntArrayRef dilation, bool ceil_mode) {
+                          IntArrayRef dilation, bool ceil_mode, int dims) {
   using Ints = PoolArgs::Ints;
-  return {Ints(kernel.begin(), kernel.end()), Ints(stride.begin(), stride.end()),
+  return {Ints(kernel.begin(), kernel.end()),   Ints(stride.begin(), stride.end()),
           Ints(padding.begin(), padding.end()), Ints(dilation.begin(), dilation.end()),
-          ceil_mode};
+          ceil_mode,                            dims};
 }
 
-// The (H, W) of t, symbolic under torch.compile's dynamic shapes.
-inline c10::IValue spatial_size(const Tensor& t) {
-  return c10::IValue(t.sym_sizes().slice(t.dim() - 2));
+// The (H, W) or (D, H, W) of t, symbolic under torch.compile's dynamic shapes.
+inline SymIntArrayRef spatial_sizes(const Tensor& t, int dims) {
+  return t.sym_sizes().slice(t.dim() - dims);
 }
 
 // Gradients of the non-tensor arguments, and of argmax inputs: none.
@@ -152,7 +169,7 @@ struct MaxPool2dArgmax : torch::autograd::Function<MaxPool2dArgmax> {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     variable_list out = pool(input, args, with_indices);
     args.save(ctx);
-    ctx->saved_data["input_hw"] = spatial_size(input);
+    ctx->saved_data["input_hw"] = c10::IValue(spatial_sizes(input, args.dims));
     ctx->save_for_backward({out[1]});
     // The argmax and indices are integral, so never differentiable: no mark
     // (marking would break compiled autograd, which refuses nodes with marked
@@ -192,7 +209,7 @@ struct MaxPool2dValues : torch::autograd::Function<MaxPool2dValues> {
     const Tensor input = ctx->get_saved_variables()[0];
     const PoolArgs args = PoolArgs::saved(ctx);
     const Tensor argmax = std::get<1>(args.pool_argmax(input.detach()));
-    const auto hw = input.sym_sizes().slice(input.dim() - 2);
+    const auto hw = spatial_sizes(input, args.dims);
     return with_no_grads(args.route_to_input(grads[0], argmax, hw), 2);
   }
 };
@@ -262,7 +279,7 @@ struct GatherAtArgmax : torch::autograd::Function<GatherAtArgmax> {
                         const PoolArgs& args) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     args.save(ctx);
-    ctx->saved_data["src_hw"] = spatial_size(src);
+    ctx->saved_data["src_hw"] = c10::IValue(spatial_sizes(src, args.dims));
     ctx->save_for_backward({argmax});
     return args.gather_at_argmax(src, argmax);
   }

@@ -6,222 +6,208 @@
 #include <torch/library.h>
 
 #include "argmax_problem.h"
+#include "op_common.h"
 #include "cpu/fast_paths.h"
 #include "kernels.h"
 #include "pool_args.h"
 #include "tensor_layout.h"
+#include "unpool_op.h"
 
 namespace poolx {
 namespace {
 
 using at::IntArrayRef;
 using at::Tensor;
+using namespace op_common;
 
-Tensor unbatch_like(const Tensor& t, const Tensor& like) {
-  return like.dim() == 3 && t.defined() ? t.squeeze(0) : t;
-}
-
-at::TensorOptions layout_of(const Tensor& like, at::MemoryFormat format) {
-  return like.options().memory_format(format);
-}
-
-Tensor empty_pooled(const Tensor& batched, const Pool2dGeometry& g, at::TensorOptions opts) {
-  return at::empty({batched.size(0), batched.size(1), g.out_h, g.out_w}, opts);
-}
-
-Tensor empty_unpooled(const Tensor& batched, const Pool2dGeometry& g, at::TensorOptions opts) {
-  return at::empty({batched.size(0), batched.size(1), g.in_h, g.in_w}, opts);
-}
-
-void check_pool_dtype(const Tensor& t, const char* name, const char* op, bool allow_integral) {
-  const bool ok = at::isFloatingType(t.scalar_type()) ||
-                  (allow_integral && at::isIntegralType(t.scalar_type(), /*includeBool=*/false));
-  // NotImplementedError and the words of torch's dtype dispatch, then ours.
-  TORCH_CHECK_NOT_IMPLEMENTED(ok, "\"", op, "\" not implemented for '", t.scalar_type(),
-                              "': ", name, " must be a floating point",
-                              allow_integral ? " or integer" : "", " tensor, but got ", name,
-                              ".dtype=", t.scalar_type());
-}
+// The op names of each dimensionality.
+template <int Dims>
+struct Names;
+template <>
+struct Names<2> {
+  static constexpr const char* pool = "max_pool2d";
+  static constexpr const char* backward = "max_pool2d_backward";
+  static constexpr const char* unpool_argmax = "max_unpool2d_argmax";
+  static constexpr const char* gather = "gather_by_argmax";
+  static constexpr const char* indices = "argmax_to_indices";
+  static constexpr const char* mask = "argmax_to_mask";
+};
+template <>
+struct Names<3> {
+  static constexpr const char* pool = "max_pool3d";
+  static constexpr const char* backward = "max_pool3d_backward";
+  static constexpr const char* unpool_argmax = "max_unpool3d_argmax";
+  static constexpr const char* gather = "gather_by_argmax3d";
+  static constexpr const char* indices = "argmax_to_indices3d";
+  static constexpr const char* mask = "argmax_to_mask3d";
+};
 
 // What a forward writes beside the values.
 enum class Pooled { kValues, kArgmax, kArgmaxAndIndices };
 
-template <KernelsFn K>
-std::tuple<Tensor, Tensor, Tensor> pool_forward(const Tensor& input, IntArrayRef kernel_size,
-                                                IntArrayRef stride, IntArrayRef padding,
-                                                IntArrayRef dilation, bool ceil_mode,
+template <KernelsFn K, int Dims>
+std::tuple<Tensor, Tensor, Tensor> pool_forward(const Tensor& input, const PoolParams& params,
                                                 Pooled what) {
-  const char* op = "max_pool2d";
-  const Pool2dGeometry g =
-      forward_geometry(input, {kernel_size, stride, padding, dilation, ceil_mode}, op);
+  const char* op = Names<Dims>::pool;
+  const Pool2dGeometry g = forward_geometry(input, params, op, Dims);
   check_pool_dtype(input, "input", op, /*allow_integral=*/true);
-  const at::MemoryFormat format = pool_memory_format(input);
-  const Tensor in4 = as_batched(input, format);
-  const at::TensorOptions opts = layout_of(in4, format);
-  const Tensor values = empty_pooled(in4, g, opts);
+  const at::MemoryFormat format = pool_memory_format(input, Dims);
+  const Tensor in = as_batched(input, format, Dims);
+  const at::TensorOptions opts = layout_of(in, format);
+  const Tensor values = empty_pooled(in, g, opts, Dims);
   Tensor argmax, indices;
-  if (what != Pooled::kValues) argmax = empty_pooled(in4, g, opts.dtype(argmax_dtype(g)));
-  if (what == Pooled::kArgmaxAndIndices) indices = empty_pooled(in4, g, opts.dtype(at::kLong));
-  if (values.numel() > 0) K().forward(in4, values, argmax, indices, g);
-  return {unbatch_like(values, input), unbatch_like(argmax, input), unbatch_like(indices, input)};
+  if (what != Pooled::kValues) argmax = empty_pooled(in, g, opts.dtype(argmax_dtype(g)), Dims);
+  if (what == Pooled::kArgmaxAndIndices) {
+    indices = empty_pooled(in, g, opts.dtype(at::kLong), Dims);
+  }
+  if (values.numel() > 0) {
+    const KernelView view = kernel_view(g, format);
+    // The planes' indices lack each slice's offset: those come from the argmax.
+    const bool indices_later = indices.defined() && view.slices_as_planes;
+    K().forward(view(in), view(values), view(argmax), indices_later ? Tensor() : view(indices),
+                view.g);
+    if (indices_later) K().argmax_to_indices(folded(argmax), folded(indices), g);
+  }
+  return {unbatch_like(values, input, Dims), unbatch_like(argmax, input, Dims),
+          unbatch_like(indices, input, Dims)};
 }
 
-template <KernelsFn K>
-std::tuple<Tensor, Tensor> max_pool2d_argmax(const Tensor& input, IntArrayRef kernel_size,
-                                             IntArrayRef stride, IntArrayRef padding,
-                                             IntArrayRef dilation, bool ceil_mode) {
-  const auto out = pool_forward<K>(input, kernel_size, stride, padding, dilation, ceil_mode,
-                                   Pooled::kArgmax);
+template <KernelsFn K, int Dims>
+std::tuple<Tensor, Tensor> pool_argmax(const Tensor& input, IntArrayRef kernel_size,
+                                       IntArrayRef stride, IntArrayRef padding,
+                                       IntArrayRef dilation, bool ceil_mode) {
+  const auto out = pool_forward<K, Dims>(
+      input, {kernel_size, stride, padding, dilation, ceil_mode}, Pooled::kArgmax);
   return {std::get<0>(out), std::get<1>(out)};
 }
 
-template <KernelsFn K>
-std::tuple<Tensor, Tensor, Tensor> max_pool2d_indices(const Tensor& input,
-                                                      IntArrayRef kernel_size, IntArrayRef stride,
-                                                      IntArrayRef padding, IntArrayRef dilation,
-                                                      bool ceil_mode) {
-  return pool_forward<K>(input, kernel_size, stride, padding, dilation, ceil_mode,
-                         Pooled::kArgmaxAndIndices);
+template <KernelsFn K, int Dims>
+std::tuple<Tensor, Tensor, Tensor> pool_indices(const Tensor& input, IntArrayRef kernel_size,
+                                                IntArrayRef stride, IntArrayRef padding,
+                                                IntArrayRef dilation, bool ceil_mode) {
+  return pool_forward<K, Dims>(input, {kernel_size, stride, padding, dilation, ceil_mode},
+                               Pooled::kArgmaxAndIndices);
 }
 
-template <KernelsFn K>
-Tensor max_pool2d_values(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
-                         IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
-  return std::get<0>(pool_forward<K>(input, kernel_size, stride, padding, dilation, ceil_mode,
-                                     Pooled::kValues));
+template <KernelsFn K, int Dims>
+Tensor pool_values(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
+                   IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  return std::get<0>(pool_forward<K, Dims>(
+      input, {kernel_size, stride, padding, dilation, ceil_mode}, Pooled::kValues));
 }
 
+// A kernel that places pooled-shape values at the argmax's taps of an input
+// of input_size: the backward and unpool by argmax.
+using PlaceKernel = bool (*)(const Tensor&, const Tensor&, const Tensor&, const Pool2dGeometry&);
 
-template <KernelsFn K>
-Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& argmax, IntArrayRef input_hw,
-                           IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
-                           IntArrayRef dilation, bool ceil_mode) {
-  const char* op = "max_pool2d_backward";
-  check_pool_dtype(grad_output, "grad_output", op, /*allow_integral=*/false);
-  const ArgmaxProblem p = argmax_problem(argmax, grad_output, input_hw, kernel_size, stride,
-                                         padding, dilation, ceil_mode, op);
-  const Tensor grad_input = empty_unpooled(p.companion, p.g, layout_of(p.companion, p.format));
-  if (grad_input.numel() > 0 && !K().backward(p.companion, p.argmax, grad_input, p.g)) {
-    invalid_argmax<K>(argmax, p.argmax, p.g, op);
+template <KernelsFn K, int Dims>
+Tensor place_at_argmax(PlaceKernel kernel, const Tensor& pooled, const Tensor& argmax,
+                       IntArrayRef input_size, const PoolParams& params, const char* op) {
+  const ArgmaxProblem p = argmax_problem(argmax, pooled, input_size, params, op, Dims);
+  const Tensor out = empty_unpooled(p.companion, p.g, layout_of(p.companion, p.format), Dims);
+  const KernelView view = kernel_view(p.g, p.format);
+  if (out.numel() > 0 && !kernel(view(p.companion), view(p.argmax), view(out), view.g)) {
+    invalid_argmax<K>(argmax, p, op);
   }
-  return unbatch_like(grad_input, grad_output);
+  return unbatch_like(out, pooled, Dims);
 }
 
-template <KernelsFn K>
-Tensor max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, IntArrayRef input_hw,
-                           IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
-                           IntArrayRef dilation, bool ceil_mode) {
-  const char* op = "max_unpool2d_argmax";
-  check_pool_dtype(values, "input", op, /*allow_integral=*/true);
-  const ArgmaxProblem p = argmax_problem(argmax, values, input_hw, kernel_size, stride, padding,
-                                         dilation, ceil_mode, op);
-  const Tensor out = empty_unpooled(p.companion, p.g, layout_of(p.companion, p.format));
-  if (out.numel() > 0 && !K().max_unpool2d_argmax(p.companion, p.argmax, out, p.g)) {
-    invalid_argmax<K>(argmax, p.argmax, p.g, op);
-  }
-  return unbatch_like(out, values);
+template <KernelsFn K, int Dims>
+Tensor pool_backward(const Tensor& grad_output, const Tensor& argmax, IntArrayRef input_size,
+                     IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
+                     IntArrayRef dilation, bool ceil_mode) {
+  check_pool_dtype(grad_output, "grad_output", Names<Dims>::backward, /*allow_integral=*/false);
+  return place_at_argmax<K, Dims>(K().backward, grad_output, argmax, input_size,
+                                  {kernel_size, stride, padding, dilation, ceil_mode},
+                                  Names<Dims>::backward);
 }
 
-template <KernelsFn K>
+template <KernelsFn K, int Dims>
+Tensor unpool_argmax(const Tensor& values, const Tensor& argmax, IntArrayRef input_size,
+                     IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
+                     IntArrayRef dilation, bool ceil_mode) {
+  check_pool_dtype(values, "input", Names<Dims>::unpool_argmax, /*allow_integral=*/true);
+  return place_at_argmax<K, Dims>(K().max_unpool2d_argmax, values, argmax, input_size,
+                                  {kernel_size, stride, padding, dilation, ceil_mode},
+                                  Names<Dims>::unpool_argmax);
+}
+
+template <KernelsFn K, int Dims>
 Tensor gather_by_argmax(const Tensor& src, const Tensor& argmax, IntArrayRef kernel_size,
                         IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
                         bool ceil_mode) {
-  const char* op = "gather_by_argmax";
+  const char* op = Names<Dims>::gather;
   TORCH_CHECK(src.dim() == argmax.dim(), op, ": src must have argmax's number of dims (",
               argmax.dim(), "), but got src.shape=", src.sizes());
-  const ArgmaxProblem p = argmax_problem(argmax, Tensor(), {src.size(-2), src.size(-1)},
-                                         kernel_size, stride, padding, dilation, ceil_mode, op);
-  TORCH_CHECK(src.sizes().slice(0, src.dim() - 2) == argmax.sizes().slice(0, argmax.dim() - 2) &&
+  TORCH_CHECK(src.dim() >= Dims, op, ": src must have at least ", Dims, " dims, but got ",
+              "src.shape=", src.sizes());
+  const ArgmaxProblem p =
+      argmax_problem(argmax, Tensor(), src.sizes().slice(src.dim() - Dims),
+                     {kernel_size, stride, padding, dilation, ceil_mode}, op, Dims);
+  TORCH_CHECK(src.sizes().slice(0, src.dim() - Dims) ==
+                      argmax.sizes().slice(0, argmax.dim() - Dims) &&
                   src.device() == argmax.device(),
               op, ": src and argmax must share batch, channels and device, but got src.shape=",
               src.sizes(), " on ", src.device(), " and argmax.shape=", argmax.sizes(), " on ",
               argmax.device());
-  const Tensor src4 = as_batched(src, p.format);
-  const Tensor out = empty_pooled(src4, p.g, layout_of(src4, p.format));
-  if (out.numel() > 0 && !K().gather_by_argmax(src4, p.argmax, out, p.g)) {
-    invalid_argmax<K>(argmax, p.argmax, p.g, op);
+  const Tensor src_b = as_batched(src, p.format, Dims);
+  const Tensor out = empty_pooled(src_b, p.g, layout_of(src_b, p.format), Dims);
+  const KernelView view = kernel_view(p.g, p.format);
+  if (out.numel() > 0 && !K().gather_by_argmax(view(src_b), view(p.argmax), view(out), view.g)) {
+    invalid_argmax<K>(argmax, p, op);
   }
-  return unbatch_like(out, argmax);
+  return unbatch_like(out, argmax, Dims);
 }
 
-template <KernelsFn K>
-Tensor argmax_to_indices(const Tensor& argmax, IntArrayRef input_hw, IntArrayRef kernel_size,
+template <KernelsFn K, int Dims>
+Tensor argmax_to_indices(const Tensor& argmax, IntArrayRef input_size, IntArrayRef kernel_size,
                          IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
                          bool ceil_mode) {
-  const ArgmaxProblem p = argmax_problem(argmax, Tensor(), input_hw, kernel_size, stride,
-                                         padding, dilation, ceil_mode, "argmax_to_indices");
+  const char* op = Names<Dims>::indices;
+  const ArgmaxProblem p = argmax_problem(
+      argmax, Tensor(), input_size, {kernel_size, stride, padding, dilation, ceil_mode}, op, Dims);
   const Tensor indices =
       at::empty(p.argmax.sizes(), layout_of(p.argmax, p.format).dtype(at::kLong));
-  if (indices.numel() > 0 && !K().argmax_to_indices(p.argmax, indices, p.g)) {
-    invalid_argmax<K>(argmax, p.argmax, p.g, "argmax_to_indices");
+  if (indices.numel() > 0 &&
+      !K().argmax_to_indices(folded(p.argmax), folded(indices), p.g)) {
+    invalid_argmax<K>(argmax, p, op);
   }
-  return unbatch_like(indices, argmax);
+  return unbatch_like(indices, argmax, Dims);
 }
 
-template <KernelsFn K>
-Tensor argmax_to_mask(const Tensor& argmax, IntArrayRef input_hw, IntArrayRef kernel_size,
+template <KernelsFn K, int Dims>
+Tensor argmax_to_mask(const Tensor& argmax, IntArrayRef input_size, IntArrayRef kernel_size,
                       IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
                       bool ceil_mode) {
-  const ArgmaxProblem p = argmax_problem(argmax, Tensor(), input_hw, kernel_size, stride,
-                                         padding, dilation, ceil_mode, "argmax_to_mask");
-  const Tensor mask = empty_unpooled(p.argmax, p.g, layout_of(p.argmax, p.format).dtype(at::kBool));
-  if (mask.numel() > 0 && !K().argmax_to_mask(p.argmax, mask, p.g)) {
-    invalid_argmax<K>(argmax, p.argmax, p.g, "argmax_to_mask");
+  const char* op = Names<Dims>::mask;
+  const ArgmaxProblem p = argmax_problem(
+      argmax, Tensor(), input_size, {kernel_size, stride, padding, dilation, ceil_mode}, op, Dims);
+  const Tensor mask =
+      empty_unpooled(p.argmax, p.g, layout_of(p.argmax, p.format).dtype(at::kBool), Dims);
+  const KernelView view = kernel_view(p.g, p.format);
+  if (mask.numel() > 0 && !K().argmax_to_mask(view(p.argmax), view(mask), view.g)) {
+    invalid_argmax<K>(argmax, p, op);
   }
-  return unbatch_like(mask, argmax);
+  return unbatch_like(mask, argmax, Dims);
 }
 
-template <KernelsFn K>
-Tensor max_unpool2d(const Tensor& input, const Tensor& indices, IntArrayRef output_size) {
-  const char* op = "max_unpool2d";
-  // torch's checks in torch's order, so that a call torch rejects fails with the same type.
-  TORCH_CHECK(indices.scalar_type() == at::kLong, op,
-              ": elements in indices should be type int64 but got: ", indices.scalar_type());
-  TORCH_CHECK(output_size.size() == 2, op,
-              ": output_size must have exactly two elements (H, W), but got output_size=",
-              output_size);
-  TORCH_CHECK(input.dim() == 3 || input.dim() == 4, op,
-              ": Expected 3d or 4d tensor for input, but got input of shape ", input.sizes());
-  TORCH_CHECK(input.sizes() == indices.sizes(), op,
-              ": Expected shape of indices to be same as that of the input tensor (",
-              input.sizes(), ") but got indices tensor with shape: ", indices.sizes());
-  for (int64_t d = 1; d < input.dim(); ++d) {
-    TORCH_CHECK(input.size(d) > 0, op,
-                ": Expected input to have non-zero size for non-batch dimensions, but got ",
-                input.sizes());
-  }
-  // An empty output plane is allowed, as in torch; the index check below then
-  // rejects any index (torch skips that check and drops the values).
-  TORCH_CHECK(output_size[0] >= 0 && output_size[1] >= 0, op,
-              ": output_size must be non-negative, but got output_size=", output_size);
-  check_pool_dtype(input, "input", op, /*allow_integral=*/true);
-  TORCH_CHECK(input.device() == indices.device(), op,
-              ": indices must be on the device of input (", input.device(),
-              "), but got indices.device=", indices.device());
-  check_numel_fits(input.sizes().slice(0, input.dim() - 2), output_size[0], output_size[1],
-                   "output_size", op);
-  // Each index is checked where it is placed: the CPU kernel raises torch's
-  // error, the CUDA kernel asserts on the device (as torch's does).
-  const at::MemoryFormat format = pool_memory_format(input);
-  const Tensor in4 = as_batched(input, format);
-  const Tensor idx4 = as_batched(indices, format);
-  const Tensor out = at::empty({in4.size(0), in4.size(1), output_size[0], output_size[1]},
-                                  layout_of(in4, format));
-  // also into an empty plane, where every index is out of range
-  if (in4.numel() > 0) K().max_unpool2d_indices(in4, idx4, out);
-  return unbatch_like(out, input);
+template <KernelsFn K, int Dims>
+void register_pooling(torch::Library& m) {
+  const std::string pool = Names<Dims>::pool;
+  m.impl((pool + "_argmax").c_str(), &pool_argmax<K, Dims>);
+  m.impl((pool + "_indices").c_str(), &pool_indices<K, Dims>);
+  m.impl((pool + "_values").c_str(), &pool_values<K, Dims>);
+  m.impl(Names<Dims>::backward, &pool_backward<K, Dims>);
+  m.impl(Names<Dims>::gather, &gather_by_argmax<K, Dims>);
+  m.impl(Names<Dims>::indices, &argmax_to_indices<K, Dims>);
+  m.impl(Names<Dims>::mask, &argmax_to_mask<K, Dims>);
+  m.impl(Names<Dims>::unpool_argmax, &unpool_argmax<K, Dims>);
 }
 
 template <KernelsFn K>
 void register_backend(torch::Library& m) {
-  m.impl("max_pool2d_argmax", &max_pool2d_argmax<K>);
-  m.impl("max_pool2d_indices", &max_pool2d_indices<K>);
-  m.impl("max_pool2d_values", &max_pool2d_values<K>);
-  m.impl("max_pool2d_backward", &max_pool2d_backward<K>);
-  m.impl("gather_by_argmax", &gather_by_argmax<K>);
-  m.impl("argmax_to_indices", &argmax_to_indices<K>);
-  m.impl("argmax_to_mask", &argmax_to_mask<K>);
-  m.impl("max_unpool2d_argmax", &max_unpool2d_argmax<K>);
+  register_pooling<K, 2>(m);
+  register_pooling<K, 3>(m);
   m.impl("max_unpool2d", &max_unpool2d<K>);
 }
 
@@ -229,6 +215,8 @@ void register_backend(torch::Library& m) {
 }  // namespace poolx
 
 #define POOL_ARGS "int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode"
+#define POOL3D_ARGS \
+  "int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode"
 
 TORCH_LIBRARY(poolx, m) {
   m.def("max_pool2d_argmax(Tensor input, " POOL_ARGS ") -> (Tensor values, Tensor argmax)");
@@ -242,6 +230,18 @@ TORCH_LIBRARY(poolx, m) {
   m.def("argmax_to_indices(Tensor argmax, SymInt[2] input_size, " POOL_ARGS ") -> Tensor");
   m.def("argmax_to_mask(Tensor argmax, SymInt[2] input_size, " POOL_ARGS ") -> Tensor");
   m.def("max_unpool2d_argmax(Tensor values, Tensor argmax, SymInt[2] input_size, " POOL_ARGS
+        ") -> Tensor");
+  // The same over volumes (N, C, D, H, W).
+  m.def("max_pool3d_argmax(Tensor input, " POOL3D_ARGS ") -> (Tensor values, Tensor argmax)");
+  m.def("max_pool3d_indices(Tensor input, " POOL3D_ARGS
+        ") -> (Tensor values, Tensor argmax, Tensor indices)");
+  m.def("max_pool3d_values(Tensor input, " POOL3D_ARGS ") -> Tensor");
+  m.def("max_pool3d_backward(Tensor grad_output, Tensor argmax, SymInt[3] input_size, "
+        POOL3D_ARGS ") -> Tensor");
+  m.def("gather_by_argmax3d(Tensor src, Tensor argmax, " POOL3D_ARGS ") -> Tensor");
+  m.def("argmax_to_indices3d(Tensor argmax, SymInt[3] input_size, " POOL3D_ARGS ") -> Tensor");
+  m.def("argmax_to_mask3d(Tensor argmax, SymInt[3] input_size, " POOL3D_ARGS ") -> Tensor");
+  m.def("max_unpool3d_argmax(Tensor values, Tensor argmax, SymInt[3] input_size, " POOL3D_ARGS
         ") -> Tensor");
   m.def("max_unpool2d(Tensor input, Tensor indices, SymInt[2] output_size) -> Tensor");
   m.def("max_unpool2d_backward(Tensor grad_output, Tensor indices) -> Tensor");

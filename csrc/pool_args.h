@@ -1,8 +1,11 @@
 // Host-side argument checking shared by every backend: turns the arguments
 // of an op into a validated Pool2dGeometry, with torch's error messages.
+// `dims` is the number of spatial dimensions: 2 or 3.
 #pragma once
 
 #include <ATen/core/Tensor.h>
+
+#include <string>
 
 #include "poolx/geometry.h"
 
@@ -13,19 +16,24 @@ struct PoolParams {
   bool ceil_mode;
 };
 
-// Checks the pooling parameters and the (3-D or 4-D) input, and returns the
-// geometry of its planes. `op` names the calling op in messages.
-Pool2dGeometry forward_geometry(const at::Tensor& input, const PoolParams& p, const char* op);
+// Checks the pooling parameters and the input (unbatched or batched), and
+// returns the geometry of its planes or volumes. `op` names the calling op
+// in messages.
+Pool2dGeometry forward_geometry(const at::Tensor& input, const PoolParams& p, const char* op,
+                                int dims);
 
 // The same for ops that run on outputs: checks that `output` has the pooled
-// plane size of an input plane of `input_hw`.
-Pool2dGeometry output_geometry(const at::Tensor& output, at::IntArrayRef input_hw,
-                               const PoolParams& p, const char* op);
+// size of an input of `input_size` ((H, W) or (D, H, W)).
+Pool2dGeometry output_geometry(const at::Tensor& output, at::IntArrayRef input_size,
+                               const PoolParams& p, const char* op, int dims);
 
-// Checks that a tensor of shape leading + [h, w] has fewer than 2^63 elements;
-// `name` names the argument that gave h and w.
-void check_numel_fits(at::IntArrayRef leading, int64_t h, int64_t w, const char* name,
+// Checks that a tensor of shape leading + spatial has fewer than 2^63
+// elements; `name` names the argument that gave the spatial sizes.
+void check_numel_fits(at::IntArrayRef leading, at::IntArrayRef spatial, const char* name,
                       const char* op);
+
+// "3x3" or "2x2x2".
+std::string window_name(const Pool2dGeometry& g);
 
 // Argmax element type: uint8 for windows of up to 256 taps, int32 beyond.
 at::ScalarType argmax_dtype(const Pool2dGeometry& g);
@@ -34,10 +42,29 @@ at::ScalarType argmax_dtype(const Pool2dGeometry& g);
 void check_argmax(const at::Tensor& argmax, const at::Tensor& like, const Pool2dGeometry& g,
                   const char* op);
 
-// A 4-D view (3-D input gains a batch of 1), contiguous in `format`.
-at::Tensor as_batched(const at::Tensor& t, at::MemoryFormat format);
+// t with a batch dimension (unbatched input gains a batch of 1), contiguous
+// in `format`.
+at::Tensor as_batched(const at::Tensor& t, at::MemoryFormat format, int dims);
+
+// What the kernels see of a batched tensor: a 5-D one as its 4-D view
+// (N, C, D * H, W) (geometry.h), which both memory formats allow.
+at::Tensor folded(const at::Tensor& t);
+
+// How the kernels see a problem: its geometry, and a view of each batched
+// tensor in `format`. Volumes whose windows are one slice deep and step one
+// slice (video's 1x2x2) are 2-D pooling of their N * C * D planes (N * D
+// channels_last images), which the 2-D fast paths take; other volumes are
+// folded (folded()), as every batched image is itself.
+struct KernelView {
+  Pool2dGeometry g;
+  at::MemoryFormat format;
+  bool slices_as_planes;
+
+  at::Tensor operator()(const at::Tensor& batched) const;
+};
+KernelView kernel_view(const Pool2dGeometry& g, at::MemoryFormat format);
 
 // The memory format in which poolx lays out a tensor and its results.
-at::MemoryFormat pool_memory_format(const at::Tensor& t);
+at::MemoryFormat pool_memory_format(const at::Tensor& t, int dims);
 
 }  // namespace poolx

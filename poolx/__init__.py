@@ -25,7 +25,16 @@ from poolx.functional_1d import (
     max_unpool1d,
     max_unpool1d_argmax,
 )
-from poolx.modules import MaxPool1d, MaxPool2d, MaxUnpool1d, MaxUnpool2d
+from poolx.functional_3d import (
+    argmax_to_indices3d,
+    argmax_to_mask3d,
+    max_pool3d,
+    max_pool3d_backward,
+    max_pool3d_with_argmax,
+    max_unpool3d,
+    max_unpool3d_argmax,
+)
+from poolx.modules import MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d
 from poolx._patch import patch
 
 __version__ = "0.1.0"
@@ -33,14 +42,18 @@ __version__ = "0.1.0"
 __all__ = [
     "MaxPool1d",
     "MaxPool2d",
+    "MaxPool3d",
     "MaxUnpool1d",
     "MaxUnpool2d",
+    "MaxUnpool3d",
     "argmax_to_indices",
     "argmax_to_indices1d",
     "argmax_to_indices2d",
+    "argmax_to_indices3d",
     "argmax_to_mask",
     "argmax_to_mask1d",
     "argmax_to_mask2d",
+    "argmax_to_mask3d",
     "convert",
     "max_pool1d",
     "max_pool1d_backward",
@@ -48,10 +61,15 @@ __all__ = [
     "max_pool2d",
     "max_pool2d_backward",
     "max_pool2d_with_argmax",
+    "max_pool3d",
+    "max_pool3d_backward",
+    "max_pool3d_with_argmax",
     "max_unpool1d",
     "max_unpool1d_argmax",
     "max_unpool2d",
     "max_unpool2d_argmax",
+    "max_unpool3d",
+    "max_unpool3d_argmax",
     "patch",
     "show_config",
 ]

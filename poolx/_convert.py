@@ -2,7 +2,7 @@
 
 from torch import nn
 
-from poolx.modules import MaxPool1d, MaxPool2d, MaxUnpool1d, MaxUnpool2d
+from poolx.modules import MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d
 
 # Exact types only: subclasses (poolx's own included) may change forward.
 _REPLACEMENTS = {
@@ -10,6 +10,8 @@ _REPLACEMENTS = {
     nn.MaxPool2d: MaxPool2d,
     nn.MaxUnpool1d: MaxUnpool1d,
     nn.MaxUnpool2d: MaxUnpool2d,
+    nn.MaxPool3d: MaxPool3d,
+    nn.MaxUnpool3d: MaxUnpool3d,
 }
 
 
@@ -24,8 +26,8 @@ def _as_poolx(module):
 
 
 def convert(module, _memo=None):
-    """Replaces every nn.MaxPool1d, nn.MaxPool2d, nn.MaxUnpool1d and
-    nn.MaxUnpool2d in `module` (recursively, the top module included) with
+    """Replaces every nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d and
+    nn.MaxUnpool1d, nn.MaxUnpool2d, nn.MaxUnpool3d in `module` (recursively, the top module included) with
     the poolx module of the same arguments.
 
     Like nn.SyncBatchNorm.convert_sync_batchnorm, containers are updated in

@@ -12,6 +12,26 @@ from poolx._library import _C, ops
 
 _NO_GRADS = (None,) * 5  # kernel_size, stride, padding, dilation, ceil_mode
 
+# kind -> its 2-D and 3-D op (overloads: see _call), picked by the length of
+# the kernel size
+_OPS = {
+    "argmax": (ops.max_pool2d_argmax.default, ops.max_pool3d_argmax.default),
+    "indices": (ops.max_pool2d_indices.default, ops.max_pool3d_indices.default),
+    "values": (ops.max_pool2d_values.default, ops.max_pool3d_values.default),
+    "backward": (ops.max_pool2d_backward.default, ops.max_pool3d_backward.default),
+    "gather": (ops.gather_by_argmax.default, ops.gather_by_argmax3d.default),
+    "unpool_argmax": (ops.max_unpool2d_argmax.default, ops.max_unpool3d_argmax.default),
+}
+
+
+def _op(kind, kernel):
+    return _OPS[kind][len(kernel) - 2]
+
+
+def _spatial(t, kernel):
+    """t's (H, W), or (D, H, W) for a 3-D kernel."""
+    return tuple(t.shape[-len(kernel):])
+
 
 def _kernel(op, *args):
     """op's kernel, below autograd: what a Function's forward computes. (The
@@ -27,12 +47,12 @@ class MaxPool2dArgmax(torch.autograd.Function):
 
     @staticmethod
     def forward(input, kernel, stride, padding, dilation, ceil_mode):
-        return _kernel(ops.max_pool2d_argmax, input, kernel, stride, padding, dilation, ceil_mode)
+        return _kernel(_op("argmax", kernel), input, kernel, stride, padding, dilation, ceil_mode)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         input, *ctx.pool_args = inputs
-        ctx.input_hw = tuple(input.shape[-2:])
+        ctx.input_hw = _spatial(input, ctx.pool_args[0])
         ctx.mark_non_differentiable(output[1])
         ctx.save_for_backward(output[1])
         ctx.save_for_forward(output[1])
@@ -58,7 +78,7 @@ class MaxPool2dIndices(MaxPool2dArgmax):
 
     @staticmethod
     def forward(input, kernel, stride, padding, dilation, ceil_mode):
-        return _kernel(ops.max_pool2d_indices, input, kernel, stride, padding, dilation, ceil_mode)
+        return _kernel(_op("indices", kernel), input, kernel, stride, padding, dilation, ceil_mode)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -81,7 +101,7 @@ class MaxPool2dValues(torch.autograd.Function):
 
     @staticmethod
     def forward(input, kernel, stride, padding, dilation, ceil_mode):
-        return _kernel(ops.max_pool2d_values, input, kernel, stride, padding, dilation, ceil_mode)
+        return _kernel(_op("values", kernel), input, kernel, stride, padding, dilation, ceil_mode)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -92,12 +112,14 @@ class MaxPool2dValues(torch.autograd.Function):
     @staticmethod
     def _argmax(ctx):
         (input,) = ctx.saved_tensors
-        return input, _kernel(ops.max_pool2d_argmax, input.detach(), *ctx.pool_args)[1]
+        argmax_op = _op("argmax", ctx.pool_args[0])
+        return input, _kernel(argmax_op, input.detach(), *ctx.pool_args)[1]
 
     @staticmethod
     def backward(ctx, grad_values):
         input, argmax = MaxPool2dValues._argmax(ctx)
-        grad = route_to_input(grad_values, argmax, tuple(input.shape[-2:]), *ctx.pool_args)
+        grad = route_to_input(grad_values, argmax, _spatial(input, ctx.pool_args[0]),
+                              *ctx.pool_args)
         return (grad, *_NO_GRADS)
 
     @staticmethod
@@ -110,15 +132,16 @@ class MaxPool2dValues(torch.autograd.Function):
 # adjoint, and its own tangent map.
 
 
-def _placing_function(name, op, doc):
-    """An autograd.Function for `op`, which places pooled-shape values at each
-    window's selected tap of an (H, W) plane: max_pool2d_backward (values
-    reaching one tap add up) and max_unpool2d_argmax (the last one stays).
-    Both are linear with the gather at the argmax as adjoint, and each is its
-    own tangent map."""
+def _placing_function(name, kind, doc):
+    """An autograd.Function for the ops of `kind`, which place pooled-shape
+    values at each window's selected tap of an input: max_pool{2,3}d_backward
+    (values reaching one tap add up) and max_unpool{2,3}d_argmax (the last one
+    stays). Both are linear with the gather at the argmax as adjoint, and each
+    is its own tangent map."""
 
     def forward(values, argmax, hw, kernel, stride, padding, dilation, ceil_mode):
-        return _kernel(op, values, argmax, hw, kernel, stride, padding, dilation, ceil_mode)
+        return _kernel(_op(kind, kernel), values, argmax, hw, kernel, stride, padding, dilation,
+                       ceil_mode)
 
     def setup_context(ctx, inputs, output):
         _, argmax, ctx.hw, *ctx.pool_args = inputs
@@ -131,6 +154,7 @@ def _placing_function(name, op, doc):
 
     def jvp(ctx, values_tangent, *_):
         (argmax,) = ctx.saved_tensors
+        op = _op(kind, ctx.pool_args[0])
         return _call(op, function, values_tangent, argmax, ctx.hw, *ctx.pool_args)
 
     methods = dict(forward=forward, setup_context=setup_context, backward=backward, jvp=jvp)
@@ -143,12 +167,12 @@ def _placing_function(name, op, doc):
 
 
 RouteToInput = _placing_function(
-    "RouteToInput", ops.max_pool2d_backward,
-    "max_pool2d_backward: pooled-shape values routed to the selected taps.",
+    "RouteToInput", "backward",
+    "max_pool{2,3}d_backward: pooled-shape values routed to the selected taps.",
 )
 UnpoolByArgmax = _placing_function(
-    "UnpoolByArgmax", ops.max_unpool2d_argmax,
-    "max_unpool2d_argmax: values placed at their window's selected tap.",
+    "UnpoolByArgmax", "unpool_argmax",
+    "max_unpool{2,3}d_argmax: values placed at their window's selected tap.",
 )
 
 
@@ -160,13 +184,13 @@ class GatherAtArgmax(torch.autograd.Function):
     @staticmethod
     def forward(src, argmax, kernel, stride, padding, dilation, ceil_mode):
         return _kernel(
-            ops.gather_by_argmax, src, argmax, kernel, stride, padding, dilation, ceil_mode
+            _op("gather", kernel), src, argmax, kernel, stride, padding, dilation, ceil_mode
         )
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         src, argmax, *ctx.pool_args = inputs
-        ctx.src_hw = tuple(src.shape[-2:])
+        ctx.src_hw = _spatial(src, ctx.pool_args[0])
         ctx.save_for_backward(argmax)
         ctx.save_for_forward(argmax)
 
@@ -243,31 +267,35 @@ def _call(op, function, tensor, *args):
     return op(tensor, *args)
 
 
-def pool_argmax(input, *pool_args):
-    return _call(ops.max_pool2d_argmax.default, MaxPool2dArgmax, input, *pool_args)
+# The calls below take the pooling arguments (kernel, stride, padding,
+# dilation, ceil_mode) with a kernel of 2 or 3 ints, which picks the op.
 
 
-def pool_indices(input, *pool_args):
-    return _call(ops.max_pool2d_indices.default, MaxPool2dIndices, input, *pool_args)
+def pool_argmax(input, kernel, *pool_args):
+    return _call(_op("argmax", kernel), MaxPool2dArgmax, input, kernel, *pool_args)
 
 
-def pool_values(input, *pool_args):
-    return _call(ops.max_pool2d_values.default, MaxPool2dValues, input, *pool_args)
+def pool_indices(input, kernel, *pool_args):
+    return _call(_op("indices", kernel), MaxPool2dIndices, input, kernel, *pool_args)
 
 
-def route_to_input(pooled, argmax, input_hw, *pool_args):
-    return _call(ops.max_pool2d_backward.default, RouteToInput, pooled, argmax, input_hw,
-                 *pool_args)
+def pool_values(input, kernel, *pool_args):
+    return _call(_op("values", kernel), MaxPool2dValues, input, kernel, *pool_args)
 
 
-def gather_at_argmax(src, argmax, *pool_args):
-    return _call(ops.gather_by_argmax.default, GatherAtArgmax, src, argmax, *pool_args)
+def route_to_input(pooled, argmax, input_hw, kernel, *pool_args):
+    return _call(_op("backward", kernel), RouteToInput, pooled, argmax, input_hw,
+                 kernel, *pool_args)
+
+
+def gather_at_argmax(src, argmax, kernel, *pool_args):
+    return _call(_op("gather", kernel), GatherAtArgmax, src, argmax, kernel, *pool_args)
 
 
 def unpool_by_indices(input, indices, output_hw):
     return _call(ops.max_unpool2d.default, UnpoolByIndices, input, indices, output_hw)
 
 
-def unpool_by_argmax(values, argmax, output_hw, *pool_args):
-    return _call(ops.max_unpool2d_argmax.default, UnpoolByArgmax, values, argmax, output_hw,
-                 *pool_args)
+def unpool_by_argmax(values, argmax, output_hw, kernel, *pool_args):
+    return _call(_op("unpool_argmax", kernel), UnpoolByArgmax, values, argmax, output_hw,
+                 kernel, *pool_args)

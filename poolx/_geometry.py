@@ -4,6 +4,7 @@ The C++ ops check the same rules (pool_args.cpp) for direct callers; this copy
 serves the functional API and the fake kernels, where sizes may be symbolic.
 """
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -22,25 +23,32 @@ def _int64(v, name, op, value):
     return v
 
 
-def pair(value, name, op="max_pool2d"):
-    """An int or a sequence of one or two ints, as a tuple of two ints."""
-    plain = int_pair(value)  # the common cases, cheaply
+_COUNT = {2: "two", 3: "three"}  # torch's words for the lengths
+
+
+def pair(value, name, op="max_pool2d", dims=2):
+    """An int or a sequence of one or `dims` ints, as a tuple of `dims` ints."""
+    plain = int_pair(value) if dims == 2 else None  # the common cases, cheaply
     if plain is not None:
         return plain
     if _is_int(value):
-        return (_int64(value, name, op, value),) * 2
+        return (_int64(value, name, op, value),) * dims
+    count = _COUNT[dims]
     if isinstance(value, Sequence) and not isinstance(value, str):
         items = tuple(value)
         if not all(_is_int(v) for v in items):
             raise TypeError(f"{op}: {name} must be a tuple of ints, but got {name}={value!r}")
-        if len(items) in (1, 2):
+        if len(items) in (1, dims):
             items = tuple(_int64(v, name, op, value) for v in items)
-            return items * 2 if len(items) == 1 else items
+            return items * dims if len(items) == 1 else items
         verb = "must be either" if name == "dilation" else "must either be"  # torch's words
         raise RuntimeError(
-            f"{op}: {name} {verb} a single int, or a tuple of two ints, but got {name}={value!r}"
+            f"{op}: {name} {verb} a single int, or a tuple of {count} ints, but got "
+            f"{name}={value!r}"
         )
-    raise TypeError(f"{op}: {name} must be an int or a tuple of two ints, but got {name}={value!r}")
+    raise TypeError(
+        f"{op}: {name} must be an int or a tuple of {count} ints, but got {name}={value!r}"
+    )
 
 
 def _plain(v):
@@ -56,21 +64,22 @@ def int_pair(value):
     return None
 
 
-def pool_params(kernel_size, stride=None, padding=0, dilation=1, op="max_pool2d"):
-    """(kernel, stride, padding, dilation) as pairs; stride None or () means kernel."""
-    if _plain(kernel_size) and _plain(padding) and _plain(dilation):  # the common case, cheaply
-        k = (kernel_size, kernel_size)
+def pool_params(kernel_size, stride=None, padding=0, dilation=1, op="max_pool2d", dims=2):
+    """(kernel, stride, padding, dilation) as tuples of `dims` ints; stride None
+    or () means kernel."""
+    if dims == 2 and _plain(kernel_size) and _plain(padding) and _plain(dilation):
+        k = (kernel_size, kernel_size)  # the common case, cheaply
         if stride is None:
             return k, k, (padding, padding), (dilation, dilation)
         if _plain(stride):
             return k, (stride, stride), (padding, padding), (dilation, dilation)
-    kernel = pair(kernel_size, "kernel_size", op)
+    kernel = pair(kernel_size, "kernel_size", op, dims)
     empty_stride = stride is None or (isinstance(stride, Sequence) and len(stride) == 0)
     return (
         kernel,
-        kernel if empty_stride else pair(stride, "stride", op),
-        pair(padding, "padding", op),
-        pair(dilation, "dilation", op),
+        kernel if empty_stride else pair(stride, "stride", op, dims),
+        pair(padding, "padding", op, dims),
+        pair(dilation, "dilation", op, dims),
     )
 
 
@@ -79,14 +88,24 @@ def _half(n):
     return n // 2 if n >= 0 else -(-n // 2)
 
 
+def _axes(values, names):
+    """ "dT: 1 dH: 2 dW: 2" for 3-D, "dH: 2 dW: 2" for 2-D: torch's words."""
+    names = names[-len(values):]
+    return " ".join(f"{n}: {v}" for n, v in zip(names, values))
+
+
 def check_params(kernel, stride, padding, dilation, input=None):
     """torch's checks in torch's order (pooling_output_shape per dimension,
-    then pool2d_shape_check); the input's zero-size check, when an input is
-    given, comes where torch's does. pool_args.cpp runs the same sequence."""
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-    for k, st, p, d in ((kh, sh, ph, dh), (kw, sw, pw, dw)):
+    then pool2d_shape_check or pool3d_shape_check); the input's zero-size
+    check, when an input is given, comes where torch's does. pool_args.cpp
+    runs the same sequence."""
+    dims = len(kernel)
+    op = f"max_pool{dims}d"
+    for k, st, p, d in zip(kernel, stride, padding, dilation):
         if st == 0:
-            raise RuntimeError(f"stride should not be zero, but got dH: {sh} dW: {sw}")
+            raise RuntimeError(
+                f"stride should not be zero, but got {_axes(stride, ('dT', 'dH', 'dW'))}"
+            )
         if p < 0:
             raise RuntimeError(f"pad must be non-negative, but got pad: {p}")
         if p > _half((k - 1) * d + 1):
@@ -94,34 +113,53 @@ def check_params(kernel, stride, padding, dilation, input=None):
                 "pad should be at most half of effective kernel size, but got "
                 f"pad={p}, kernel_size={k} and dilation={d}"
             )
-    if kh <= 0 or kw <= 0:
-        raise RuntimeError(f"kernel size should be greater than zero, but got kH: {kh} kW: {kw}")
-    if sh <= 0 or sw <= 0:
-        raise RuntimeError(f"stride should be greater than zero, but got dH: {sh} dW: {sw}")
-    if dh <= 0 or dw <= 0:
+    if min(kernel) <= 0:
         raise RuntimeError(
-            f"dilation should be greater than zero, but got dilationH: {dh} dilationW: {dw}"
+            f"kernel size should be greater than zero, but got {_axes(kernel, ('kT', 'kH', 'kW'))}"
         )
-    if input is not None and any(s == 0 for s in input.shape[-3:]):
+    if min(stride) <= 0:
         raise RuntimeError(
-            "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, "
-            f"but got:{list(input.shape)}"
+            f"stride should be greater than zero, but got {_axes(stride, ('dT', 'dH', 'dW'))}"
+        )
+    if min(dilation) <= 0:
+        names = ("dilationT", "dilationH", "dilationW")
+        raise RuntimeError(f"dilation should be greater than zero, but got {_axes(dilation, names)}")
+    if input is not None:
+        _check_positive_sizes(input, dims)
+    (kh, kw), (ph, pw) = kernel[-2:], padding[-2:]
+    if dims == 3 and (kernel[0] // 2 < padding[0] or kw // 2 < pw or kh // 2 < ph):
+        raise RuntimeError(
+            "pad should be smaller than or equal to half of kernel size, but got "
+            f"kT: {kernel[0]} kW: {kw} kH: {kh} padT: {padding[0]} padW: {pw} padH: {ph}"
         )
     if kw // 2 < pw or kh // 2 < ph:
         raise RuntimeError(
             "pad should be smaller than or equal to half of kernel size, but got "
             f"padW = {pw}, padH = {ph}, kW = {kw}, kH = {kh}"
         )
-    if max(kh, kw, sh, sw, dh, dw) >= 2**31:
+    if max(*kernel, *stride, *dilation) >= 2**31:
         raise RuntimeError(
-            "max_pool2d: kernel_size, stride and dilation must be below 2^31, but got "
+            f"{op}: kernel_size, stride and dilation must be below 2^31, but got "
             f"kernel_size={list(kernel)}, stride={list(stride)}, dilation={list(dilation)}"
         )
-    if kh * kw >= 2**31:
+    if math.prod(kernel) >= 2**31:
         # The widest argmax is int32; a larger window would wrap its tap positions.
         raise RuntimeError(
-            "max_pool2d: windows of more than 2^31 - 1 elements are not supported, but got "
+            f"{op}: windows of more than 2^31 - 1 elements are not supported, but got "
             f"kernel_size={list(kernel)}"
+        )
+
+
+def _check_positive_sizes(input, dims):
+    if any(s == 0 for s in input.shape[-dims - 1:]):
+        if dims == 3:
+            raise RuntimeError(
+                "max_pool3d: Expected input's non-batch dimensions to have positive length, "
+                f"but got input of shape {list(input.shape)}"
+            )
+        raise RuntimeError(
+            "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, "
+            f"but got:{list(input.shape)}"
         )
 
 
@@ -135,59 +173,63 @@ def output_size(size, kernel, stride, pad, dilation, ceil_mode):
 
 
 def pooled_hw(in_hw, kernel, stride, padding, dilation, ceil_mode):
+    """The pooled spatial sizes ((H, W) or (D, H, W)) of an input of in_hw."""
     return tuple(
         output_size(in_hw[i], kernel[i], stride[i], padding[i], dilation[i], ceil_mode)
-        for i in range(2)
+        for i in range(len(kernel))
     )
 
 
 def forward_hw(input, kernel, stride, padding, dilation, ceil_mode):
-    """Validated output (H, W) of pooling `input`."""
-    if input.dim() not in (3, 4):
+    """Validated output sizes ((H, W) or (D, H, W)) of pooling `input`."""
+    dims = len(kernel)
+    if input.dim() not in (dims + 1, dims + 2):
         raise RuntimeError(
-            "non-empty 3D or 4D (batch mode) tensor expected for input, but got input of shape "
-            f"{list(input.shape)}"
+            f"non-empty {dims + 1}D or {dims + 2}D (batch mode) tensor expected for input, but "
+            f"got input of shape {list(input.shape)}"
         )
     check_params(kernel, stride, padding, dilation, input)
-    out_h, out_w = pooled_hw(input.shape[-2:], kernel, stride, padding, dilation, ceil_mode)
-    if out_h < 1 or out_w < 1:
-        c, h, w = input.shape[-3:]
+    out = pooled_hw(input.shape[-dims:], kernel, stride, padding, dilation, ceil_mode)
+    if any(o < 1 for o in out):  # not min(): comparing the sizes would guard on it
+        sizes = "x".join(str(s) for s in input.shape[-dims - 1:])
+        c = input.shape[-dims - 1]
         raise RuntimeError(
-            f"Given input size: ({c}x{h}x{w}). Calculated output size: ({c}x{out_h}x{out_w}). "
-            "Output size is too small"
+            f"Given input size: ({sizes}). Calculated output size: "
+            f"({'x'.join(str(s) for s in (c, *out))}). Output size is too small"
         )
-    return out_h, out_w
+    return out
 
 
 def argmax_dtype(kernel):
-    return torch.uint8 if kernel[0] * kernel[1] <= UINT8_WINDOW else torch.int32
+    return torch.uint8 if math.prod(kernel) <= UINT8_WINDOW else torch.int32
 
 
-def memory_format(t):
+def memory_format(t, dims=2):
     """The layout poolx gives results derived from `t` (as torch's kernels do)."""
-    if t.dim() == 4:
+    if t.dim() == dims + 2:
         return torch._prims_common.suggest_memory_format(t)
     return torch.contiguous_format
 
 
-def input_hw(input_size, grad_output, name="input_size"):
-    """(H, W) from a full input shape or an (H, W) pair, checked against grad_output."""
+def input_hw(input_size, grad_output, name="input_size", dims=2):
+    """The spatial sizes ((H, W), or (D, H, W) for dims 3) from a full input
+    shape or from those sizes, checked against grad_output."""
     try:
         size = tuple(input_size)
     except TypeError:
         size = None
-    if size is not None and len(size) == grad_output.dim() and size[:-2] == tuple(
-        grad_output.shape[:-2]
-    ):
-        size = size[-2:]
-    elif size is not None and len(size) != 2:
+    lead = tuple(grad_output.shape[:-dims])
+    what = "(D, H, W)" if dims == 3 else "(H, W)"
+    if size is not None and len(size) == grad_output.dim() and size[:-dims] == lead:
+        size = size[-dims:]
+    elif size is not None and len(size) != dims:
         raise RuntimeError(
             f"{name} must be the input's full shape (with the leading dims "
-            f"{list(grad_output.shape[:-2])}) or its (H, W), but got {name}={list(size)}"
+            f"{list(lead)}) or its {what}, but got {name}={list(size)}"
         )
-    if size is not None and len(size) == 2 and type(size[0]) is int and type(size[1]) is int:
+    if size is not None and all(type(n) is int for n in size):
         return size
     if size is None or not all(isinstance(n, (int, torch.SymInt)) for n in size):
-        raise TypeError(f"{name} must be the input's shape or its (H, W) as ints, but got "
+        raise TypeError(f"{name} must be the input's shape or its {what} as ints, but got "
                         f"{name}={input_size!r}")
     return size

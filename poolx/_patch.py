@@ -5,43 +5,41 @@ import threading
 
 import torch.nn.functional as F
 
-from poolx import functional, functional_1d
+from poolx import functional, functional_1d, functional_3d
 
 _lock = threading.Lock()
 _depth = 0
 _saved = {}
 
 
-def _max_pool2d_with_indices(
-    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
-):
-    return functional.max_pool2d(
-        input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True
-    )
+def _with_indices(pool):
+    """F.max_pool{1,2,3}d_with_indices: `pool` with return_indices=True."""
 
+    def with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                     return_indices=False):
+        return pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
 
-def _max_pool1d_with_indices(
-    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
-):
-    return functional_1d.max_pool1d(
-        input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True
-    )
+    return with_indices
 
 
 _ROUTES = {
     "max_pool1d": functional_1d.max_pool1d,
-    "max_pool1d_with_indices": _max_pool1d_with_indices,
+    "max_pool1d_with_indices": _with_indices(functional_1d.max_pool1d),
     "max_unpool1d": functional_1d.max_unpool1d,
     "max_pool2d": functional.max_pool2d,
-    "max_pool2d_with_indices": _max_pool2d_with_indices,
+    "max_pool2d_with_indices": _with_indices(functional.max_pool2d),
     "max_unpool2d": functional.max_unpool2d,
+    "max_pool3d": functional_3d.max_pool3d,
+    "max_pool3d_with_indices": _with_indices(functional_3d.max_pool3d),
+    "max_unpool3d": functional_3d.max_unpool3d,
 }
 
 
 @contextlib.contextmanager
 def patch():
-    """Inside the block, torch.nn.functional's max_pool1d, max_pool2d, their
-    *_with_indices, max_unpool1d and max_unpool2d are poolx's (also when
+    """Inside the block, torch.nn.functional's max_pool1d, max_pool2d,
+    max_pool3d, their *_with_indices, max_unpool1d, max_unpool2d and
+    max_unpool3d are poolx's (also when
     called by torch's modules, which look them up at call time); torch's come back on
     exit, also on an exception. Blocks may nest. The swap is process-wide,
     so other threads see it too while any block is open.

@@ -18,6 +18,14 @@ TENSOR_ARGS = {
     "argmax_to_mask": 1,
     "max_unpool2d_argmax": 2,
     "max_unpool2d": 2,
+    "max_pool3d_argmax": 1,
+    "max_pool3d_indices": 1,
+    "max_pool3d_values": 1,
+    "max_pool3d_backward": 2,
+    "gather_by_argmax3d": 2,
+    "argmax_to_indices3d": 1,
+    "argmax_to_mask3d": 1,
+    "max_unpool3d_argmax": 2,
 }
 
 
@@ -25,17 +33,17 @@ def _vmapped_first(tensor, dim, size):
     return tensor.expand(size, *tensor.shape) if dim is None else tensor.movedim(dim, 0)
 
 
-def _batched_rule(op, num_tensors):
+def _batched_rule(op, num_tensors, spatial):
     def rule(info, in_dims, *args):
         size = info.batch_size
         tensors = [_vmapped_first(t, d, size) for t, d in zip(args, in_dims[:num_tensors])]
         rest = args[num_tensors:]
         ranks = {t.dim() - 1 for t in tensors}
         dims = lambda out: (0,) * len(out) if isinstance(out, tuple) else 0  # noqa: E731
-        if ranks == {3}:  # (C, H, W) samples: the vmapped dim is the batch
+        if ranks == {spatial + 1}:  # unbatched samples (C, H, W): the vmapped dim is the batch
             out = op(*tensors, *rest)
             return out, dims(out)
-        if ranks == {4}:  # (N, C, H, W) samples: vmapped dim and N merge
+        if ranks == {spatial + 2}:  # batched samples (N, C, H, W): vmapped dim and N merge
             batch = tensors[0].shape[1]
             out = op(*[t.flatten(0, 1) for t in tensors], *rest)
             split = lambda o: o.unflatten(0, (size, batch))  # noqa: E731
@@ -49,5 +57,6 @@ def _batched_rule(op, num_tensors):
 
 for _name, _num_tensors in TENSOR_ARGS.items():
     torch.library.register_vmap(
-        f"poolx::{_name}", _batched_rule(getattr(ops, _name), _num_tensors)
+        f"poolx::{_name}",
+        _batched_rule(getattr(ops, _name), _num_tensors, 3 if "3d" in _name else 2),
     )

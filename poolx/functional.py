@@ -50,8 +50,14 @@ def max_pool2d(
     layer before usually keeps that input alive anyway). Gradients are the same
     bit for bit. No argmax is written at all when no gradient is needed.
     """
-    check_save(save, return_indices)
     params = geo.pool_params(kernel_size, stride, padding, dilation)
+    return pool(input, params, ceil_mode, return_indices, save)
+
+
+def pool(input, params, ceil_mode, return_indices, save):
+    """max_pool2d or max_pool3d (by the length of the params' kernel) after
+    the arguments were normalized."""
+    check_save(save, return_indices)
     if return_indices:
         values, _, indices = pool_indices(input, *params, ceil_mode)
         return values, indices

@@ -5,7 +5,7 @@ pickling) is torch's."""
 
 from torch import nn
 
-from poolx import functional, functional_1d
+from poolx import functional, functional_1d, functional_3d
 
 
 class _NamedPoolx:
@@ -50,6 +50,13 @@ class MaxPool1d(_NamedPoolx, _SaveChoice, nn.MaxPool1d):
     _pool = staticmethod(functional_1d.max_pool1d)
 
 
+class MaxPool3d(_NamedPoolx, _SaveChoice, nn.MaxPool3d):
+    """nn.MaxPool3d computed by poolx; same constructor and attributes, and
+    the keyword-only `save`."""
+
+    _pool = staticmethod(functional_3d.max_pool3d)
+
+
 class MaxUnpool2d(_NamedPoolx, nn.MaxUnpool2d):
     """nn.MaxUnpool2d computed by poolx (deterministic); same constructor and
     attributes."""
@@ -66,5 +73,15 @@ class MaxUnpool1d(_NamedPoolx, nn.MaxUnpool1d):
 
     def forward(self, input, indices, output_size=None):
         return functional_1d.max_unpool1d(
+            input, indices, self.kernel_size, self.stride, self.padding, output_size
+        )
+
+
+class MaxUnpool3d(_NamedPoolx, nn.MaxUnpool3d):
+    """nn.MaxUnpool3d computed by poolx (deterministic); same constructor and
+    attributes."""
+
+    def forward(self, input, indices, output_size=None):
+        return functional_3d.max_unpool3d(
             input, indices, self.kernel_size, self.stride, self.padding, output_size
         )

@@ -35,7 +35,8 @@ def seeded_values(shape, dtype, seed, specials):
 def laid_out(values, layout):
     """values in a tensor with the given memory layout; padding elements hold 100."""
     if layout == "channels_last":
-        return values.contiguous(memory_format=torch.channels_last)
+        cl = torch.channels_last if values.dim() == 4 else torch.channels_last_3d
+        return values.contiguous(memory_format=cl)
     if layout == "sliced":
         wide = torch.full((*values.shape[:-1], 2 * values.shape[-1]), 100, dtype=values.dtype)
         wide[..., ::2] = values
@@ -50,7 +51,7 @@ def tensors(draw, shape, dtypes):
     """A tensor of `shape`: one of `dtypes`, planted specials, any layout it can have."""
     dtype = draw(st.sampled_from(dtypes))
     layouts = [layout for layout in LAYOUTS
-               if (layout != "channels_last" or len(shape) == 4)
+               if (layout != "channels_last" or len(shape) in (4, 5))
                and (layout != "transposed" or len(shape) >= 2)]
     specials = draw(st.sampled_from([(), (float("nan"),), (float("-inf"),),
                                      (float("nan"), float("nan"), float("inf"))]))

@@ -116,17 +116,20 @@ def decode_argmax(argmax, in_hw, pool):
 
 
 def empty_windows(pool, hw):
-    """Bool (out_h, out_w): True where the window has no tap inside the plane."""
+    """Bool of the pooled spatial shape ((out_h, out_w), or (out_d, out_h, out_w)
+    for three sizes in hw): True where the window has no tap inside the input."""
+    dims = len(hw)
     kernel, stride, padding, dilation = geo.pool_params(
-        pool.kernel_size, pool.stride, pool.padding, pool.dilation
+        pool.kernel_size, pool.stride, pool.padding, pool.dilation, dims=dims
     )
-    out_hw = geo.pooled_hw(hw, kernel, stride, padding, dilation, pool.ceil_mode)
-    axes = []
-    for i in range(2):
-        starts = (o * stride[i] - padding[i] for o in range(out_hw[i]))
+    out = geo.pooled_hw(hw, kernel, stride, padding, dilation, pool.ceil_mode)
+    empty = torch.zeros(out, dtype=torch.bool)
+    for i in range(dims):
+        starts = (o * stride[i] - padding[i] for o in range(out[i]))
         taps = ([s + t * dilation[i] for t in range(kernel[i])] for s in starts)
-        axes.append(torch.tensor([all(not 0 <= p < hw[i] for p in ts) for ts in taps]))
-    return axes[0].view(-1, 1) | axes[1].view(1, -1)
+        axis = torch.tensor([all(not 0 <= p < hw[i] for p in ts) for ts in taps], dtype=torch.bool)
+        empty = empty | axis.view([-1 if j == i else 1 for j in range(dims)])
+    return empty
 
 
 def routed_grad(grad_out, indices, in_hw, dtype=None):
@@ -180,3 +183,50 @@ def assert_pool_matches_torch(x, pool, what):
     (grad,) = torch.autograd.grad(got_values, x, grad_out)
     assert_identical(grad, torch_grad(x, pool, grad_out), f"gradient of {what}")
     return got_values.detach(), indices, grad_out, grad
+
+
+def torch_pool_grad(pool, x, args, grad_out):
+    """torch's input gradient of pool(x, *args) (F.max_pool1d, F.max_pool3d),
+    summed as poolx sums it on x's device (see torch_grad), from a contiguous
+    copy of x: torch's channels_last_3d kernel names another slice's tap for
+    a window of -inf only, which poolx does not copy (test_pool3d.py)."""
+    dtype = x.dtype
+    wide = sums_like_cuda(x) and dtype in (torch.float16, torch.bfloat16)
+    xr = x.detach().cpu().contiguous().to(torch.float32 if wide else dtype).requires_grad_()
+    with single_threaded():
+        (g,) = torch.autograd.grad(pool(xr, *args), xr, grad_out.cpu().to(xr.dtype))
+    return g.to(dtype)
+
+
+def assert_models_match(model, reference, x):
+    """model(x), and x's gradient through it, equal reference's bit for bit."""
+    x = x.detach().requires_grad_()
+    x_ref = x.detach().clone().requires_grad_()
+    out, expected = model(x), reference(x_ref)
+    torch.testing.assert_close(out, expected, **EXACT)
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    expected.backward(grad)
+    torch.testing.assert_close(x.grad, x_ref.grad, **EXACT)
+
+
+def assert_call_as_torch(torch_call, poolx_call, return_indices, spatial_numel):
+    """poolx_call() fails where torch_call() does, with its exception type, and
+    otherwise returns its values, and its indices wherever torch's lie inside
+    the input (a window wholly in the padding gets an index outside from torch,
+    one inside from poolx)."""
+    try:
+        with single_threaded():
+            expected = torch_call()
+    except Exception as error:
+        raises_like(error, poolx_call)
+        return
+    got = poolx_call()
+    if not return_indices:
+        torch.testing.assert_close(got, expected, **EXACT)
+        return
+    torch.testing.assert_close(got[0], expected[0], **EXACT)
+    inside = (expected[1] >= 0) & (expected[1] < spatial_numel)
+    torch.testing.assert_close(got[1][inside], expected[1][inside], **EXACT)
+    assert ((got[1] >= 0) & (got[1] < max(1, spatial_numel))).all()
+

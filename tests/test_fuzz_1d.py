@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import poolx
 from fuzz_strategies import fuzz_settings, leading_dims, tensors
 from inputs import FLOAT_DTYPES, INT_DTYPES, Pool
-from reference import EXACT, empty_windows, raises_like, single_threaded
+from reference import EXACT, assert_call_as_torch, empty_windows, single_threaded
 
 
 @st.composite
@@ -89,18 +89,6 @@ def test_any_call_succeeds_or_raises_as_torch(call):
         # torch's value-only max_pool1d has no integer kernel; poolx's values
         # are those of torch's return_indices call, which has one
         return_indices = True
-    try:
-        with single_threaded():
-            expected = F.max_pool1d(x, *args, return_indices=return_indices)
-    except Exception as error:
-        raises_like(error, lambda: poolx.max_pool1d(x, *args, return_indices=return_indices))
-        return
-    got = poolx.max_pool1d(x, *args, return_indices=return_indices)
-    if not return_indices:
-        torch.testing.assert_close(got, expected, **EXACT)
-        return
-    torch.testing.assert_close(got[0], expected[0], **EXACT)
-    # torch's index of a window wholly in the padding lies outside the signal
-    inside = (expected[1] >= 0) & (expected[1] < x.shape[-1])
-    torch.testing.assert_close(got[1][inside], expected[1][inside], **EXACT)
-    assert ((got[1] >= 0) & (got[1] < max(1, x.shape[-1]))).all()
+    assert_call_as_torch(lambda: F.max_pool1d(x, *args, return_indices=return_indices),
+                         lambda: poolx.max_pool1d(x, *args, return_indices=return_indices),
+                         return_indices, x.shape[-1])

@@ -15,7 +15,7 @@ from reference import (
     raises_bad_indices,
     raises_like,
     single_threaded,
-    sums_like_cuda,
+    torch_pool_grad,
 )
 
 # (length, kernel_size, stride, padding, dilation, ceil_mode)
@@ -47,13 +47,7 @@ def pool_args(geometry):
 
 
 def torch_grad(x, args, grad_out):
-    """torch's input gradient, summed as poolx sums it on x's device."""
-    dtype = x.dtype
-    wide = sums_like_cuda(x) and dtype in (torch.float16, torch.bfloat16)
-    xr = x.detach().cpu().to(torch.float32 if wide else dtype).requires_grad_()
-    with single_threaded():
-        (g,) = torch.autograd.grad(F.max_pool1d(xr, *args), xr, grad_out.cpu().to(xr.dtype))
-    return g.to(dtype)
+    return torch_pool_grad(F.max_pool1d, x, args, grad_out)
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)

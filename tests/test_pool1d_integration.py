@@ -11,6 +11,7 @@ from torch import nn
 from torch._dynamo.testing import CompileCounterWithBackend
 
 import poolx
+from reference import assert_models_match
 
 EXACT = dict(rtol=0, atol=0, equal_nan=True)
 
@@ -40,14 +41,7 @@ def test_convert_swaps_1d_modules_and_keeps_results():
     assert poolx.MaxPool1d in kinds and poolx.MaxUnpool1d in kinds
     assert nn.MaxPool1d not in kinds and nn.MaxUnpool1d not in kinds
     assert converted.state_dict().keys() == reference.state_dict().keys()
-    x = torch.randn(3, 2, 37, requires_grad=True)
-    x_ref = x.detach().clone().requires_grad_()
-    out, expected = converted(x), reference(x_ref)
-    torch.testing.assert_close(out, expected, **EXACT)
-    grad = torch.randn_like(out)
-    out.backward(grad)
-    expected.backward(grad)
-    torch.testing.assert_close(x.grad, x_ref.grad, **EXACT)
+    assert_models_match(converted, reference, torch.randn(3, 2, 37))
     assert "poolx.MaxPool1d(kernel_size=3, stride=2, padding=1" in repr(converted)
 
 

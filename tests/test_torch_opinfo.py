@@ -16,14 +16,18 @@ OPINFOS = {
     (op.name, op.variant_test_name): op
     for op in op_db
     if op.name in ("nn.functional.max_pool1d", "nn.functional.max_pool2d",
-                   "nn.functional.max_unpool1d", "nn.functional.max_unpool2d")
+                   "nn.functional.max_pool3d", "nn.functional.max_unpool1d",
+                   "nn.functional.max_unpool2d", "nn.functional.max_unpool3d")
 }
 POOLX_FUNCTIONS = {"nn.functional.max_pool1d": poolx.max_pool1d,
                    "nn.functional.max_pool2d": poolx.max_pool2d,
+                   "nn.functional.max_pool3d": poolx.max_pool3d,
                    "nn.functional.max_unpool1d": poolx.max_unpool1d,
-                   "nn.functional.max_unpool2d": poolx.max_unpool2d}
+                   "nn.functional.max_unpool2d": poolx.max_unpool2d,
+                   "nn.functional.max_unpool3d": poolx.max_unpool3d}
 POOLX_MODULES = {torch.nn.MaxPool1d: poolx.MaxPool1d, torch.nn.MaxPool2d: poolx.MaxPool2d,
-                 torch.nn.MaxUnpool1d: poolx.MaxUnpool1d, torch.nn.MaxUnpool2d: poolx.MaxUnpool2d}
+                 torch.nn.MaxPool3d: poolx.MaxPool3d, torch.nn.MaxUnpool1d: poolx.MaxUnpool1d,
+                 torch.nn.MaxUnpool2d: poolx.MaxUnpool2d, torch.nn.MaxUnpool3d: poolx.MaxUnpool3d}
 MODULE_INFOS = [m for m in module_db if m.module_cls in POOLX_MODULES]
 
 
@@ -78,7 +82,7 @@ def test_opinfo_samples_match_torch(key):
                     expected_grad = torch_grad_summed_in_float32(torch_fn, sample)
                 exact(got_grad, expected_grad, f"input gradient of {what}")
             checked += 1
-    assert checked > 50
+    assert checked > 30  # the smallest entry (max_unpool3d.grad) has 42 samples
 
 
 @pytest.mark.parametrize("key", [k for k, op in OPINFOS.items() if op.error_inputs_func],

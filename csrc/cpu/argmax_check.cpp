@@ -10,8 +10,22 @@ namespace {
 
 using namespace isa_none;
 
+// A volume's argmax value by value: the rule's tables are those of planes.
+template <typename argmax_t>
+bool volume_valid(const argmax_t* argmax, const Layout4d& l, const Pool2dGeometry& g) {
+  std::atomic<bool> ok{true};
+  at::parallel_for(0, l.numel(), 32768, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e && ok.load(std::memory_order_relaxed); ++i) {
+      const Layout4d::Coord p = l.coord(i);
+      if (!argmax_is_valid(static_cast<int64_t>(argmax[i]), g, p.h, p.w)) ok = false;
+    }
+  });
+  return ok;
+}
+
 template <typename argmax_t>
 bool valid(const argmax_t* argmax, const Layout4d& l, const Pool2dGeometry& g) {
+  if (!g.planar()) return volume_valid(argmax, l, g);
   // an output row: out_w windows, of C values each in channels_last
   const int64_t channels = l.channels_last ? l.c : 1;
   const int64_t row_len = l.w * channels, rows = l.numel() / row_len;

@@ -116,9 +116,12 @@ POOLX_TARGET_AVX2 uint8_t index_run_avx2(const uint8_t* a, int64_t* idx, int64_t
 
 bool IndexRows::applies(const Pool2dGeometry& g) {
   // Only a dilated window that padding shifts can miss a small input with
-  // every tap; such windows need the element kernels' clamped index.
-  return ((g.dilation_h == 1 || g.pad_h == 0) && (g.dilation_w == 1 || g.pad_w == 0)) ||
-         !isa_none::ArgmaxRule(g).any_empty();
+  // every tap; such windows need the element kernels' clamped index. (The
+  // rule's tables, which find whether any does, are of planes.)
+  const bool none_shifted = (g.dilation_d == 1 || g.pad_d == 0) &&
+                            (g.dilation_h == 1 || g.pad_h == 0) &&
+                            (g.dilation_w == 1 || g.pad_w == 0);
+  return none_shifted || (g.planar() && !isa_none::ArgmaxRule(g).any_empty());
 }
 
 // A row of W pixels of C channels (C = 1 in NCHW) goes in runs of whole
@@ -128,7 +131,9 @@ IndexRows::IndexRows(const uint8_t* argmax, int64_t* indices, const Layout4d& l,
                      const Pool2dGeometry& g)
     : argmax_(argmax), indices_(indices), out_h_(l.h), out_w_(l.w),
       channels_(l.channels_last ? l.c : 1), stride_w_(g.stride_w),
-      row_step_(g.stride_h * g.in_w), row_origin_(-g.pad_h * g.in_w - g.pad_w) {
+      row_step_(g.stride_h * g.in_w),
+      row_origin_(-(g.pad_d * g.in_h + g.pad_h) * g.in_w - g.pad_w), slice_rows_(g.out_h),
+      slice_step_(g.stride_d * g.in_h * g.in_w) {
   row_len_ = out_w_ * channels_;
   rows_ = row_len_ > 0 ? l.numel() / row_len_ : 0;
   run_pixels_ = std::min(out_w_, std::max<int64_t>(1, 1024 / channels_));
@@ -143,7 +148,7 @@ IndexRows::IndexRows(const uint8_t* argmax, int64_t* indices, const Layout4d& l,
   std::copy(taps.offset, taps.offset + 256, tap_offset_);
   // windows of up to 16 taps with int32 offsets, on AVX-512 or AVX2 (which
   // ATEN_CPU_CAPABILITY steers, as for the fast paths)
-  const int64_t num_taps = g.kernel_h * g.kernel_w;
+  const int64_t num_taps = g.window_size();
   permute_ = cpu_has_avx512() ? Permute::kAvx512 : cpu_has_avx2() ? Permute::kAvx2 : Permute::kNone;
   if (num_taps > 16) permute_ = Permute::kNone;
   for (int64_t t = 0; t < num_taps && permute_ != Permute::kNone; ++t) {
@@ -161,7 +166,11 @@ void IndexRows::publish() const {
 uint8_t IndexRows::convert(int64_t r, int64_t ow_begin, int64_t ow_end) const {
   const uint8_t* a = argmax_ + r * row_len_;
   int64_t* idx = indices_ + r * row_len_;
-  const int64_t row_base = r % out_h_ * row_step_ + row_origin_;
+  const int64_t row = r % out_h_;  // od * out_h + oh
+  const int64_t row_base = slice_rows_ == out_h_
+                               ? row * row_step_ + row_origin_
+                               : row / slice_rows_ * slice_step_ +
+                                     row % slice_rows_ * row_step_ + row_origin_;
   uint8_t most = 0;
   for (int64_t ow = ow_begin; ow < ow_end; ow += run_pixels_) {
     const int64_t first = ow * channels_, n = std::min(run_pixels_, ow_end - ow) * channels_;

@@ -1,9 +1,10 @@
-// torch's int64 flat index (h * in_w + w) of each selected tap, an output row
-// at a time: the argmax_to_indices kernel converts every row, and the forward
-// fast paths convert each row right after writing its argmax, so that
-// return_indices reads the input once and never reads the argmax back from
-// memory. Rows are those of the pooled tensor as stored: out_w elements in
-// NCHW, out_w * C in channels_last; row r pools window row r % out_h.
+// torch's int64 flat index (h * in_w + w, or (d * in_h + h) * in_w + w) of
+// each selected tap, an output row at a time: the argmax_to_indices kernel
+// converts every row, and the forward fast paths of planes convert each row
+// right after writing its argmax, so that return_indices reads the input once
+// and never reads the argmax back from memory. Rows are those of the pooled
+// tensor as stored (a volume's depth-folded: geometry.h): out_w elements in
+// NCHW, out_w * C in channels_last; row r pools window row r % (out_d * out_h).
 #pragma once
 
 #include <cstdint>
@@ -38,8 +39,9 @@ class IndexRows {
   const uint8_t* argmax_;
   int64_t* indices_;
   int64_t rows_, row_len_, out_h_, out_w_, channels_;
-  // window row oh starts at oh * row_step_ + row_origin_ in the plane
-  int64_t stride_w_, row_step_, row_origin_;
+  // window row oh starts at oh * row_step_ + row_origin_ in the plane, and
+  // slice od at od * slice_step_ - slice_origin_ in the volume
+  int64_t stride_w_, row_step_, row_origin_, slice_rows_, slice_step_;
   int64_t run_pixels_;
   std::vector<int64_t> pos_;  // element e's window start in a run of pixels
   int64_t tap_offset_[256];

@@ -21,9 +21,17 @@ namespace {
 
 using at::Tensor;
 
+bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2dGeometry& g);
+
 void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
              const Tensor& indices, const Pool2dGeometry& g) {
   if (fast_forward(input, values, argmax, indices, g)) return;
+  // A volume's fast forward writes no indices (index rows are of planes):
+  // they come from its argmax after.
+  if (indices.defined() && !g.planar() && fast_forward(input, values, argmax, Tensor(), g)) {
+    argmax_to_indices(argmax, indices, g);
+    return;
+  }
   const Layout4d in_l = layout_of(input), out_l = layout_of(values);
   const at::ScalarType am_type = argmax.defined() ? argmax.scalar_type() : at::kByte;
   POOLX_DISPATCH_POOLED_TYPES(input.scalar_type(), "poolx_max_pool2d_cpu", [&] {
@@ -73,13 +81,16 @@ bool backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& gra
 // the taps of windows that reach past the input by the rule. False where a
 // value is invalid.
 bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2dGeometry& g) {
-  if (argmax.scalar_type() == at::kByte && IndexRows::applies(g)) {
+  // (The rule's tables, which check windows that reach past the input, are
+  // of planes: volumes take the rows where every window lies inside.)
+  if (argmax.scalar_type() == at::kByte && IndexRows::applies(g) &&
+      (g.planar() || windows_inside(g))) {
     const Layout4d l = layout_of(argmax);
     const IndexRows rows(argmax.const_data_ptr<uint8_t>(), indices.mutable_data_ptr<int64_t>(),
                          l, g);
     const isa_none::ArgmaxRule rule(g);
-    const bool all_whole = rule.all_whole();
-    const int64_t taps = g.kernel_h * g.kernel_w, row_len = l.numel() / rows.rows();
+    const bool all_whole = !g.planar() || rule.all_whole();
+    const int64_t taps = g.window_size(), row_len = l.numel() / rows.rows();
     std::atomic<bool> invalid{false};
     at::parallel_for(0, rows.rows(), std::max<int64_t>(1, at::internal::GRAIN_SIZE / row_len),
                      [&](int64_t begin, int64_t end) {
@@ -126,10 +137,36 @@ bool gather_by_argmax(const Tensor& src, const Tensor& argmax, const Tensor& out
   return true;
 }
 
+// Unpool by argmax as a gather per input: of the volumes, which the 2-D
+// scatters do not take.
+bool unpool_by_gather(const Tensor& values, const Tensor& argmax, const Tensor& out,
+                      const Pool2dGeometry& g) {
+  if (!argmax_valid(argmax, g)) return false;
+  POOLX_DISPATCH_POOLED_TYPES(values.scalar_type(), "poolx_max_unpool3d_argmax_cpu", [&] {
+    dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
+      using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
+      parallel_for_each_element(
+          layout_of(out), UnpoolArgmaxElem<scalar_t, argmax_t>{
+                              values.const_data_ptr<scalar_t>(), argmax.const_data_ptr<argmax_t>(),
+                              out.mutable_data_ptr<scalar_t>(), layout_of(values), g});
+    });
+  });
+  return true;
+}
+
 // The tiled gather (unpool_tiled.h) checks that every tap lies in its window,
 // which is the whole check where windows tile the input; the scatter checks
 // each run of argmax before it looks taps up.
 bool argmax_to_mask(const Tensor& argmax, const Tensor& mask, const Pool2dGeometry& g) {
+  if (!g.planar()) {
+    if (!argmax_valid(argmax, g)) return false;
+    dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
+      using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
+      parallel_for_each_element(layout_of(mask), MaskElem<argmax_t>{argmax.const_data_ptr<argmax_t>(),
+                                mask.mutable_data_ptr<bool>(), layout_of(argmax), g});
+    });
+    return true;
+  }
   return fast_unpool_by_argmax(Tensor(), argmax, mask, g) ||
          scatter_by_argmax_cpu(Tensor(), argmax, mask, g);
 }
@@ -138,6 +175,7 @@ bool max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, const Tenso
                          const Pool2dGeometry& g) {
   std::atomic<bool> invalid{false};
   if (fast_unpool_argmax(values, argmax, out, g, &invalid)) return !invalid;
+  if (!g.planar()) return unpool_by_gather(values, argmax, out, g);
   return fast_unpool_by_argmax(values, argmax, out, g) ||
          scatter_by_argmax_cpu(values, argmax, out, g);
 }

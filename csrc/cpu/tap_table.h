@@ -1,6 +1,7 @@
-// Each uint8 argmax value's offset in the input plane from its window's first
-// tap (kh * dilation_h * in_w + kw * dilation_w), for all 256 values: the
-// argmax-to-indices and scatter kernels look taps up instead of dividing.
+// Each uint8 argmax value's offset in the input plane (or volume) from its
+// window's first tap (kd * dilation_d * in_h * in_w + kh * dilation_h * in_w
+// + kw * dilation_w), for all 256 values: the argmax-to-indices and scatter
+// kernels look taps up instead of dividing.
 #pragma once
 
 #include <cstdint>
@@ -12,14 +13,17 @@ namespace poolx {
 struct TapTable {
   int64_t offset[256];
 
-  // a = kh * kernel_w + kw, counted up (dividing each of the 256 took more
-  // time than unpooling a small input)
+  // a = (kd * kernel_h + kh) * kernel_w + kw, counted up (dividing each of
+  // the 256 took more time than unpooling a small input)
   explicit TapTable(const Pool2dGeometry& g) {
-    int64_t a = 0;
-    for (int64_t kh = 0; a < 256; ++kh) {
-      for (int64_t kw = 0; kw < g.kernel_w && a < 256; ++kw, ++a) {
-        offset[a] = kh * g.dilation_h * g.in_w + kw * g.dilation_w;
-      }
+    int64_t kd = 0, kh = 0, kw = 0;
+    for (int64_t a = 0; a < 256; ++a) {
+      offset[a] = (kd * g.dilation_d * g.in_h + kh * g.dilation_h) * g.in_w + kw * g.dilation_w;
+      if (++kw < g.kernel_w) continue;
+      kw = 0;
+      if (++kh < g.kernel_h || g.planar()) continue;  // planes: rows past the window
+      kh = 0;
+      ++kd;
     }
   }
 };

@@ -34,7 +34,8 @@ template <typename argmax_t, typename I>
 __device__ bool later_window_selects(const argmax_t* argmax_plane, PlaneStridesT<I> s,
                                      const Pool2dGeometryT<I>& g, I oh, I ow, InputPos<I> p) {
   bool selects = false;
-  for_each_window_selecting(argmax_plane, s, g, p.h, p.w, [&](I) { selects = true; }, oh, ow + 1);
+  for_each_window_selecting(argmax_plane, s, g, p.row(g), p.w, [&](I) { selects = true; }, oh,
+                            ow + 1);
   return selects;
 }
 
@@ -51,7 +52,7 @@ struct MaskScatterElem {
     if (!selected_input(argmax, g.as<I>(), oh, ow, o, &p)) return;
     const auto l = mask_l.as<I>();
     const PlaneStridesT<I> s = l.plane_strides();
-    mask[l.plane_offset(n, c) + p.h * s.h + p.w * s.w] = true;
+    mask[l.plane_offset(n, c) + p.row(g.as<I>()) * s.h + p.w * s.w] = true;
   }
 };
 
@@ -73,7 +74,7 @@ struct UnpoolScatterElem {
       return;
     }
     const PlaneStridesT<I> s = ol.plane_strides();
-    out[ol.plane_offset(n, c) + p.h * s.h + p.w * s.w] = values[o];
+    out[ol.plane_offset(n, c) + p.row(gi) * s.h + p.w * s.w] = values[o];
   }
 };
 

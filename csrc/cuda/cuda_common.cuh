@@ -93,11 +93,13 @@ inline IndexWidth index_width(const Layout4d& a, const Layout4d& b, const Pool2d
   constexpr int64_t kMaxExtent = int64_t{1} << 28;
   const int64_t extents[] = {g.in_h,     g.in_w,     g.out_h,    g.out_w,
                              g.kernel_h, g.kernel_w, g.stride_h, g.stride_w,
-                             g.pad_h,    g.pad_w,    g.dilation_h, g.dilation_w};
+                             g.pad_h,    g.pad_w,    g.dilation_h, g.dilation_w,
+                             g.in_d,     g.out_d,    g.kernel_d,   g.stride_d,
+                             g.pad_d,    g.dilation_d};
   for (const int64_t e : extents) {
     if (e >= kMaxExtent) return IndexWidth::k64;
   }
-  if (g.kernel_h * g.kernel_w > int64_t{1} << 30) return IndexWidth::k64;
+  if (g.window_size() > int64_t{1} << 30) return IndexWidth::k64;
   return index_width(a, b);
 }
 

@@ -108,7 +108,7 @@ struct ArgmaxClaims {
                              const PooledWalk& at, int32_t* t) const {
     InputPos<int32_t> pos;
     if (!selected_input(argmax + s.in_offset(group), g, at.row, at.col, p, &pos)) return false;
-    *t = at.plane * s.out_plane + pos.h * g.in_w + pos.w;
+    *t = at.plane * s.out_plane + pos.row(g) * g.in_w + pos.w;
     return true;
   }
 };

@@ -45,13 +45,14 @@ inline void route_channels(const T* grad, const uint8_t* argmax, T* window, int6
 }
 
 // channels_last, tiled: each output pixel's gradient and argmax are loaded
-// once and routed to the kernel_w input pixels of its window in this row.
+// once and routed to the kernel_w input pixels of its window in this row
+// (volumes: window row kd * kernel_h + kh of the depth-folded rows).
 // kKernelW: kernel_w known at compile time (2), so the tap loop unrolls; 0
 // for any. Sizes are locals, which stores through gi cannot alias.
 template <typename T, bool kCopy, int kKernelW>
 void backward_channels_last_tiled(const FastBackwardArgs& a, bool stream) {
   const Pool2dGeometry g = a.g;
-  const int64_t C = a.in_l.c, rows = a.in_l.n * g.in_h;
+  const int64_t C = a.in_l.c, rows = a.in_l.n * a.in_l.h;  // a.in_l.h: in_d * in_h
   const int64_t kernel_w = kKernelW ? kKernelW : g.kernel_w;
   const T* const go = static_cast<const T*>(a.grad_output);
   T* const gi = static_cast<T*>(a.grad_input);
@@ -65,13 +66,15 @@ void backward_channels_last_tiled(const FastBackwardArgs& a, bool stream) {
     SeenArgmax seen;
     RowTaps<0> taps(a);
     for (int64_t r = b; r < e; ++r) {
-      const int64_t n_img = r / g.in_h, ih = r % g.in_h;
-      const int64_t oh = ih / g.kernel_h, kh = ih % g.kernel_h;
+      const int64_t slab = r / g.in_h, ih = r % g.in_h;  // slab: image * in_d + id
+      const int64_t id = slab % g.in_d, od = id / g.kernel_d;
+      const int64_t oh = ih / g.kernel_h, kh = id % g.kernel_d * g.kernel_h + ih % g.kernel_h;
+      const bool pooled = oh < g.out_h && od < g.out_d;
       T* gi_row = gi + r * g.in_w * C;
-      const int64_t covered = oh < g.out_h ? g.out_w * kernel_w : 0;
-      const int64_t o_row = (n_img * g.out_h + oh) * g.out_w * C;
-      const uint8_t* argmax = oh < g.out_h ? taps.row(o_row, oh) : nullptr;
-      if (oh < g.out_h && argmax == nullptr) {
+      const int64_t covered = pooled ? g.out_w * kernel_w : 0;
+      const int64_t o_row = ((slab / g.in_d * g.out_d + od) * g.out_h + oh) * g.out_w * C;
+      const uint8_t* argmax = pooled ? taps.row(o_row, oh) : nullptr;
+      if (pooled && argmax == nullptr) {
         a.argmax_invalid->store(true, std::memory_order_relaxed);
         break;
       }
@@ -92,20 +95,20 @@ void backward_channels_last_tiled(const FastBackwardArgs& a, bool stream) {
           }
         }
       };
-      if (oh < g.out_h) {
+      if (pooled) {
         route(0, spilling, std::true_type{});
         route(spilling, g.out_w, std::false_type{});
       }
       fill_zero(gi_row + covered * C, (g.in_w - covered) * C, stream);
     }
-    seen.report(g.kernel_h * g.kernel_w, a.argmax_invalid);
+    seen.report(g.window_size(), a.argmax_invalid);
     if (stream) stream_fence();
   });
 }
 
 template <typename T, bool kCopy = false>
 void backward_channels_last_tiled(const FastBackwardArgs& a) {
-  const int64_t inputs = a.in_l.n * a.in_l.c * a.g.in_h * a.g.in_w;
+  const int64_t inputs = a.in_l.numel();
   const bool stream =
       a.in_l.c % kLanes == 0 && worth_streaming(static_cast<T*>(a.grad_input), inputs);
   a.g.kernel_w == 2 ? backward_channels_last_tiled<T, kCopy, 2>(a, stream)

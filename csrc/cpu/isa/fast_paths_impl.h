@@ -12,6 +12,7 @@
 #include "forward_by_pixels.h"
 #include "forward_kernels.h"
 #include "tiled_rows.h"
+#include "tiled_rows_backward.h"
 #include "unpool_tiled.h"
 
 namespace poolx {
@@ -48,6 +49,17 @@ constexpr bool kVectorBuild =
 #endif
 
 inline bool forward(const FastForwardArgs& a) {
+  const Pool2dGeometry& g = a.g;
+  const bool cl = a.in_l.channels_last;
+  const int row_c = tiled_row_channels(g, a.in_l);
+  // NCHW windows of width 4 tiling the rows: 1-D pooling by 4, whose long
+  // rows forward_by_pixels reads a stride of 4 apart (the default build's
+  // generic deinterleave is no faster than that)
+  const bool quads = kVectorBuild && !cl && tiles_volume(g) && g.kernel_w == 4;
+  // volumes: the tiled rows, and channels_last along C
+  if (!g.planar() && (a.dtype == c10::ScalarType::Double || (row_c == 0 && !quads && !cl))) {
+    return false;
+  }
   // float64, and NCHW rows that forward_nchw does not cover (stride_w over
   // 2, dilation_w): the element kernels divide per output and, in
   // channels_last, read each output's taps a stride of C apart
@@ -55,13 +67,6 @@ inline bool forward(const FastForwardArgs& a) {
     forward_by_pixels<double>(a);
     return true;
   }
-  const Pool2dGeometry& g = a.g;
-  const bool cl = a.in_l.channels_last;
-  const int row_c = tiled_row_channels(g, a.in_l);
-  // NCHW windows of width 4 tiling the rows: 1-D pooling by 4, whose long
-  // rows forward_by_pixels reads a stride of 4 apart (the default build's
-  // generic deinterleave is no faster than that)
-  const bool quads = kVectorBuild && !cl && tiles_input(g) && g.kernel_w == 4;
   if (!cl && row_c == 0 && !quads &&
       !((g.stride_w == 1 || g.stride_w == 2) && g.dilation_w == 1)) {
     return dispatch_fast_types(a.dtype, [&](auto* tag) {
@@ -110,15 +115,21 @@ inline bool scatters_few_channels(int64_t C, int64_t taps) {
 }
 
 inline bool backward(const FastBackwardArgs& a) {
+  const Pool2dGeometry& g = a.g;
+  const bool cl = a.in_l.channels_last;
+  const int row_c = tiled_row_channels(g, a.in_l);
+  // volumes: the tiled rows, and tiled channels_last pixels of whole vectors
+  if (!g.planar() &&
+      (a.dtype == c10::ScalarType::Double ||
+       (row_c == 0 && !(cl && tiles_volume(g) && a.in_l.c % kLanes == 0)))) {
+    return false;
+  }
   // float64 (gradcheck's type) has no vector paths; its scatter, summing in
   // double, still beats the element kernels' gather by far
   if (a.dtype == c10::ScalarType::Double) {
     backward_scatter<double>(a);
     return true;
   }
-  const Pool2dGeometry& g = a.g;
-  const bool cl = a.in_l.channels_last;
-  const int row_c = tiled_row_channels(g, a.in_l);
   const int64_t planes = tiled_row_planes(a.in_l);
   return dispatch_fast_types(a.dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
@@ -126,6 +137,8 @@ inline bool backward(const FastBackwardArgs& a) {
       backward_tiled_rows<T, 1, false>(a, planes);
     } else if (row_c == 2) {
       backward_tiled_rows<T, 2, false>(a, planes);
+    } else if (!g.planar()) {
+      backward_channels_last_tiled<T>(a);
     } else if (!cl || (!tiles_input(g) && a.in_l.c < kGatherMinChannels) ||
                scatters_few_channels<T>(a.in_l.c, g.kernel_h * g.kernel_w)) {
       backward_scatter<T>(a);
@@ -201,8 +214,14 @@ inline bool unpools_by_scatter(const FastBackwardArgs& a) {
 inline bool unpool_argmax(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const bool cl = a.in_l.channels_last;
-  if (!tiles_input(g)) return unpool_argmax_gather(a) || (!cl && unpool_argmax_scatter(a));
   const int row_c = tiled_row_channels(g, a.in_l);
+  // volumes: by argmax, the tiled rows and tiled channels_last pixels of
+  // whole vectors
+  if (!g.planar() && (a.indices != nullptr ||
+                      (row_c == 0 && !(cl && a.in_l.c % kLanes == 0)))) {
+    return false;
+  }
+  if (!tiles_volume(g)) return unpool_argmax_gather(a) || (!cl && unpool_argmax_scatter(a));
   if (cl && row_c == 0 && a.indices == nullptr && unpools_by_scatter(a)) {
     return unpool_argmax_scatter(a);
   }

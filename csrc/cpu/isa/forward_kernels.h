@@ -86,21 +86,24 @@ void forward_nchw(const FastForwardArgs& a) {
 }
 
 // channels_last, any geometry: one output pixel per step, kLanes channels
-// per vector. kTile2x2: 2x2 windows tiling the input (no padding, dilation or
-// cut window), whose tap loops then unroll; with few channels the generic
-// loops' bookkeeping costs more than the loads.
+// per vector; volumes (channels_last_3d, depth-folded: geometry.h) loop over
+// their window's slices too. kTile2x2: 2x2 windows tiling the input (no
+// padding, dilation or cut window), one or two slices deep, whose tap loops
+// then unroll; with few channels the generic loops' bookkeeping costs more
+// than the loads.
 template <typename T, bool kArgmax, bool kTile2x2>
 void forward_channels_last(const FastForwardArgs& a, bool stream) {
   // Sizes as locals, not read through `a`: the stores through `out` could
   // alias those fields, which the compiler would then reload per vector.
   const Pool2dGeometry g = a.g;
-  const int64_t C = a.in_l.c, rows = a.out_l.n * g.out_h;
+  const int64_t C = a.in_l.c, rows = a.out_l.n * a.out_l.h;  // a.out_l.h: out_d * out_h
   const T* const in = static_cast<const T*>(a.input);
   T* const out = static_cast<T*>(a.values);
   uint8_t* const argmax = a.argmax;
   const int64_t kernel_w = kTile2x2 ? 2 : g.kernel_w;
   const int64_t dilation_h = kTile2x2 ? 1 : g.dilation_h, dilation_w = kTile2x2 ? 1 : g.dilation_w;
-  const int64_t row_stride = g.in_w * C, image_stride = g.in_h * row_stride;
+  const int64_t row_stride = g.in_w * C, slice_stride = g.in_h * row_stride;
+  const int64_t image_stride = g.in_d * slice_stride, depth_taps = g.kernel_d;
   const bool prefetch = worth_prefetching<T>(a.in_l.numel());
   constexpr int64_t kVectorBytes = kLanes * static_cast<int64_t>(sizeof(T));
   const IndexRows* const index_rows = kArgmax ? a.index_rows : nullptr;
@@ -110,14 +113,17 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
   // a time), not a whole row later: the index stores then overlap the
   // input's loads instead of following them in a burst of their own.
   const int64_t index_group = std::max<int64_t>(1, 256 / C);
-  const bool sweep_taps = TapSweeps<kArgmax>::applies(C);
-  at::parallel_for(0, rows, grain_for(g.out_w * C * g.kernel_h * g.kernel_w), [=](int64_t b,
-                                                                                  int64_t e) {
+  const bool sweep_taps = TapSweeps<kArgmax>::applies(C) && g.planar();
+  at::parallel_for(0, rows, grain_for(g.out_w * C * g.window_size()), [=](int64_t b,
+                                                                          int64_t e) {
     TapSweeps<kArgmax> sweeps;
     const auto pool_row = [&](int64_t r) {
-      const int64_t oh = r % g.out_h;
-      const T* image = in + (r / g.out_h) * image_stride;
-      const int64_t h0 = oh * g.stride_h - g.pad_h;
+      const int64_t oh = r % g.out_h, slab = r / g.out_h;  // slab: image * out_d + od
+      const T* image = in + (slab / g.out_d) * image_stride;
+      const int64_t d0 = slab % g.out_d * g.stride_d - g.pad_d, h0 = oh * g.stride_h - g.pad_h;
+      const TapRange taps_d = kTile2x2 || g.planar()
+                                  ? TapRange{0, depth_taps}
+                                  : window_taps(d0, depth_taps, g.dilation_d, g.in_d);
       const TapRange taps_h =
           kTile2x2 ? TapRange{0, 2} : window_taps(h0, g.kernel_h, dilation_h, g.in_h);
       int64_t indexed = 0;  // pixels of this row whose indices are written
@@ -130,7 +136,8 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
         const TapRange taps_w =
             kTile2x2 ? TapRange{0, 2} : window_taps(w0, kernel_w, dilation_w, g.in_w);
         const int64_t o = (r * g.out_w + ow) * C;
-        const int64_t first_tap = taps_h.begin * kernel_w + taps_w.begin;
+        const int64_t first_tap =
+            (taps_d.begin * g.kernel_h + taps_h.begin) * kernel_w + taps_w.begin;
         // visit(p, tap, first) for each tap of the window, p at its channel
         // c0, of which the pass reads pass_bytes; `first` (a
         // std::bool_constant) is true for a tap that may start the running
@@ -138,29 +145,37 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
         // window, whose four taps are spelled out.
         const auto for_each_tap = [&](int64_t c0, int64_t pass_bytes, auto&& visit) {
           if constexpr (kTile2x2) {
-            const T* p = image + h0 * row_stride + w0 * C + c0;
-            if (prefetch) {
-              for (const T* q : {p, p + C, p + row_stride, p + row_stride + C}) {
-                prefetch_ahead(q, pass_bytes);
+            // the 2x2 taps of one slice from tap `tap`
+            const auto slice_taps = [&](const T* p, int64_t tap, auto first) {
+              if (prefetch) {
+                for (const T* q : {p, p + C, p + row_stride, p + row_stride + C}) {
+                  prefetch_ahead(q, pass_bytes);
+                }
               }
-            }
-            visit(p, 0, std::true_type{});
-            visit(p + C, 1, std::false_type{});
-            visit(p + row_stride, 2, std::false_type{});
-            visit(p + row_stride + C, 3, std::false_type{});
+              visit(p, tap, first);
+              visit(p + C, tap + 1, std::false_type{});
+              visit(p + row_stride, tap + 2, std::false_type{});
+              visit(p + row_stride + C, tap + 3, std::false_type{});
+            };
+            const T* p = image + d0 * slice_stride + h0 * row_stride + w0 * C + c0;
+            slice_taps(p, 0, std::true_type{});
+            if (depth_taps == 2) slice_taps(p + slice_stride, 4, std::false_type{});
           } else {
-            for (int64_t kh = taps_h.begin; kh < taps_h.end; ++kh) {
-              const T* row = image + (h0 + kh * dilation_h) * row_stride + c0;
-              for (int64_t kw = taps_w.begin; kw < taps_w.end; ++kw) {
-                const T* p = row + (w0 + kw * dilation_w) * C;
-                if (prefetch) prefetch_ahead(p, pass_bytes);
-                visit(p, kh * kernel_w + kw, std::false_type{});
+            for (int64_t kd = taps_d.begin; kd < taps_d.end; ++kd) {
+              const T* slice = image + (d0 + kd * g.dilation_d) * slice_stride + c0;
+              for (int64_t kh = taps_h.begin; kh < taps_h.end; ++kh) {
+                const T* row = slice + (h0 + kh * dilation_h) * row_stride;
+                for (int64_t kw = taps_w.begin; kw < taps_w.end; ++kw) {
+                  const T* p = row + (w0 + kw * dilation_w) * C;
+                  if (prefetch) prefetch_ahead(p, pass_bytes);
+                  visit(p, (kd * g.kernel_h + kh) * kernel_w + kw, std::false_type{});
+                }
               }
             }
           }
         };
         if constexpr (kTile2x2 && std::is_same_v<T, float>) {
-          if (sweep_taps) {
+          if (sweep_taps) {  // planes alone
             sweeps.pool(image + h0 * row_stride + w0 * C, C, row_stride, out + o,
                         kArgmax ? argmax + o : nullptr, stream, stream_argmax);
             continue;
@@ -266,10 +281,10 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
 template <typename T, bool kArgmax>
 void forward_channels_last(const FastForwardArgs& a) {
   const Pool2dGeometry& g = a.g;
-  const int64_t C = a.in_l.c, outputs = a.out_l.n * C * g.out_h * g.out_w;
+  const int64_t C = a.in_l.c, outputs = a.out_l.numel();
   const bool stream =
       C % kLanes == 0 && worth_streaming(static_cast<T*>(a.values), outputs, a.argmax);
-  const bool tile_2x2 = g.kernel_h == 2 && g.kernel_w == 2 && tiles_input(g);
+  const bool tile_2x2 = g.kernel_h == 2 && g.kernel_w == 2 && g.kernel_d <= 2 && tiles_volume(g);
   tile_2x2 ? forward_channels_last<T, kArgmax, true>(a, stream)
            : forward_channels_last<T, kArgmax, false>(a, stream);
 }

@@ -22,29 +22,67 @@ using PlaneStrides = PlaneStridesT<int64_t>;
 template <typename A, typename I>
 struct MaxAndArgmax {
   A value;
-  I argmax;  // kh * kernel_w + kw inside the window
+  I argmax;  // (kd * kernel_h + kh) * kernel_w + kw inside the window
 };
 
-// Forward: max over the in-bounds taps of window (oh, ow) and the tap that
-// holds it. A window with no in-bounds tap (dilation + padding) yields the
-// initial max and the first tap position, which lies outside the plane.
+// A row of a (N, C, D * H, W) view of a volume (geometry.h): depth slice and
+// row within it.
+template <typename I>
+struct SliceRow {
+  I d, h;
+};
+
+template <typename I>
+POOLX_HD SliceRow<I> split_row(I row, Same<I> rows_per_slice, Same<I> slices) {
+  if (slices == 1) return {0, row};
+  const I d = div_nonneg(row, rows_per_slice);
+  return {d, row - d * rows_per_slice};
+}
+
+// The in-bounds taps of window (od, oh, ow) along each axis, and where it
+// starts in the input.
+template <typename I>
+struct WindowTaps {
+  I d0, h0, w0;
+  TapRangeT<I> depths, rows, cols;
+
+  POOLX_HD WindowTaps(const Pool2dGeometryT<I>& g, SliceRow<I> o, I ow)
+      : d0(o.d * g.stride_d - g.pad_d), h0(o.h * g.stride_h - g.pad_h),
+        w0(ow * g.stride_w - g.pad_w),
+        // planes skip the depth's divisions: these run per element
+        depths(g.planar() ? TapRangeT<I>{0, 1}
+                          : window_taps(d0, g.kernel_d, g.dilation_d, g.in_d)),
+        rows(window_taps(h0, g.kernel_h, g.dilation_h, g.in_h)),
+        cols(window_taps(w0, g.kernel_w, g.dilation_w, g.in_w)) {}
+
+  POOLX_HD bool empty() const {
+    return depths.begin >= depths.end || rows.begin >= rows.end || cols.begin >= cols.end;
+  }
+};
+
+// Forward: max over the in-bounds taps of window (oh, ow) (oh a row of the
+// depth-folded view) and the tap that holds it. A window with no in-bounds
+// tap (dilation + padding) yields the initial max and the first tap
+// position, which lies outside the input.
 template <typename scalar_t, typename I>
 POOLX_HD MaxAndArgmax<acc_t<scalar_t>, I> max_pool2d_forward_elem(
     const scalar_t* plane, PlaneStridesT<I> s, const Pool2dGeometryT<I>& g, Same<I> oh,
     Same<I> ow) {
   using A = acc_t<scalar_t>;
-  const I h0 = oh * g.stride_h - g.pad_h;
-  const I w0 = ow * g.stride_w - g.pad_w;
-  const TapRangeT<I> rows = window_taps(h0, g.kernel_h, g.dilation_h, g.in_h);
-  const TapRangeT<I> cols = window_taps(w0, g.kernel_w, g.dilation_w, g.in_w);
-  MaxAndArgmax<A, I> best{lowest_value<A>(), rows.begin * g.kernel_w + cols.begin};
-  for (I kh = rows.begin; kh < rows.end; ++kh) {
-    const scalar_t* row = plane + (h0 + kh * g.dilation_h) * s.h;
-    for (I kw = cols.begin; kw < cols.end; ++kw) {
-      const A v = static_cast<A>(row[(w0 + kw * g.dilation_w) * s.w]);
-      if (replaces_max(v, best.value)) {
-        best.value = v;
-        best.argmax = kh * g.kernel_w + kw;
+  const WindowTaps<I> t(g, split_row(oh, g.out_h, g.out_d), ow);
+  MaxAndArgmax<A, I> best{lowest_value<A>(),
+                          (t.depths.begin * g.kernel_h + t.rows.begin) * g.kernel_w +
+                              t.cols.begin};
+  for (I kd = t.depths.begin; kd < t.depths.end; ++kd) {
+    const scalar_t* slice = plane + (t.d0 + kd * g.dilation_d) * g.in_h * s.h;
+    for (I kh = t.rows.begin; kh < t.rows.end; ++kh) {
+      const scalar_t* row = slice + (t.h0 + kh * g.dilation_h) * s.h;
+      for (I kw = t.cols.begin; kw < t.cols.end; ++kw) {
+        const A v = static_cast<A>(row[(t.w0 + kw * g.dilation_w) * s.w]);
+        if (replaces_max(v, best.value)) {
+          best.value = v;
+          best.argmax = (kd * g.kernel_h + kh) * g.kernel_w + kw;
+        }
       }
     }
   }
@@ -52,22 +90,40 @@ POOLX_HD MaxAndArgmax<acc_t<scalar_t>, I> max_pool2d_forward_elem(
 }
 
 // Input coordinates of tap `argmax` of window (oh, ow); may lie outside the
-// plane only for a window with no in-bounds tap.
+// input only for a window with no in-bounds tap.
 template <typename I>
 struct InputPos {
-  I h, w;
+  I d, h, w;
   POOLX_HD bool inside(const Pool2dGeometryT<I>& g) const {
-    return h >= 0 && h < g.in_h && w >= 0 && w < g.in_w;
+    return d >= 0 && d < g.in_d && h >= 0 && h < g.in_h && w >= 0 && w < g.in_w;
   }
+  // the row of the depth-folded view
+  POOLX_HD I row(const Pool2dGeometryT<I>& g) const { return d * g.in_h + h; }
 };
+
+// A window's tap number split into its taps along each axis.
+template <typename I>
+struct Tap {
+  I kd, kh, kw;
+};
+
+template <typename I>
+POOLX_HD Tap<I> split_tap(Same<I> argmax, const Pool2dGeometryT<I>& g) {
+  const I plane_taps = g.kernel_h * g.kernel_w;
+  const I kd = g.kernel_d == 1 ? 0 : div_nonneg(argmax, plane_taps);
+  const I in_plane = argmax - kd * plane_taps;
+  const I kh = div_nonneg(in_plane, g.kernel_w);
+  return {kd, kh, in_plane - kh * g.kernel_w};
+}
 
 template <typename I>
 POOLX_HD InputPos<I> decode_argmax(Same<I> argmax, const Pool2dGeometryT<I>& g, Same<I> oh,
                                    Same<I> ow) {
-  const I kh = div_nonneg(argmax, g.kernel_w);
-  const I kw = argmax - kh * g.kernel_w;
-  return {oh * g.stride_h - g.pad_h + kh * g.dilation_h,
-          ow * g.stride_w - g.pad_w + kw * g.dilation_w};
+  const Tap<I> k = split_tap(argmax, g);
+  const SliceRow<I> o = split_row(oh, g.out_h, g.out_d);
+  return {o.d * g.stride_d - g.pad_d + k.kd * g.dilation_d,
+          o.h * g.stride_h - g.pad_h + k.kh * g.dilation_h,
+          ow * g.stride_w - g.pad_w + k.kw * g.dilation_w};
 }
 
 // Whether `argmax` names a tap of window (oh, ow) that lies inside the input:
@@ -77,48 +133,61 @@ POOLX_HD InputPos<I> decode_argmax(Same<I> argmax, const Pool2dGeometryT<I>& g, 
 template <typename I>
 POOLX_HD bool argmax_is_valid(Same<I> argmax, const Pool2dGeometryT<I>& g, Same<I> oh,
                               Same<I> ow) {
-  if (argmax < 0 || argmax >= g.kernel_h * g.kernel_w) return false;
-  const I h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
-  const TapRangeT<I> rows = window_taps(h0, g.kernel_h, g.dilation_h, g.in_h);
-  const TapRangeT<I> cols = window_taps(w0, g.kernel_w, g.dilation_w, g.in_w);
-  if (rows.begin >= rows.end || cols.begin >= cols.end) return true;
-  const I kh = div_nonneg(argmax, g.kernel_w);
-  const I kw = argmax - kh * g.kernel_w;
-  return kh >= rows.begin && kh < rows.end && kw >= cols.begin && kw < cols.end;
+  if (argmax < 0 || argmax >= g.window_size()) return false;
+  const WindowTaps<I> t(g, split_row(oh, g.out_h, g.out_d), ow);
+  if (t.empty()) return true;
+  const Tap<I> k = split_tap(argmax, g);
+  return k.kd >= t.depths.begin && k.kd < t.depths.end && k.kh >= t.rows.begin &&
+         k.kh < t.rows.end && k.kw >= t.cols.begin && k.kw < t.cols.end;
 }
 
-// torch's flat index h * in_w + w of the selected tap, clamped into the plane
-// so that an empty window never yields an out-of-range index.
+// torch's flat index (d * in_h + h) * in_w + w of the selected tap, clamped
+// into the input so that an empty window never yields an out-of-range index.
 template <typename I>
 POOLX_HD I argmax_to_index_elem(Same<I> argmax, const Pool2dGeometryT<I>& g, Same<I> oh,
                                 Same<I> ow) {
   InputPos<I> p = decode_argmax(argmax, g, oh, ow);
+  p.d = p.d < 0 ? 0 : (p.d >= g.in_d ? g.in_d - 1 : p.d);
   p.h = p.h < 0 ? 0 : (p.h >= g.in_h ? g.in_h - 1 : p.h);
   p.w = p.w < 0 ? 0 : (p.w >= g.in_w ? g.in_w - 1 : p.w);
-  return p.h * g.in_w + p.w;
+  return p.row(g) * g.in_w + p.w;
 }
 
-// Visits, in row-major output order, every window whose argmax selects input
-// (ih, iw), passing its offset in the output plane; from window (from_oh,
-// from_ow) on where given (the windows after one, for unpool's scatter). This
-// order is the order in which PyTorch's scatter adds gradients, so sums agree
-// bit for bit.
+// Visits, in output memory order, every window whose argmax selects input
+// (ih, iw) (ih a row of the depth-folded view), passing its offset in the
+// output plane; from window (from_oh, from_ow) on where given (the windows
+// after one, for unpool's scatter). This order is the order in which
+// PyTorch's scatter adds gradients, so sums agree bit for bit.
 template <typename argmax_t, typename I, typename Visit>
 POOLX_HD void for_each_window_selecting(const argmax_t* argmax_plane, PlaneStridesT<I> s,
                                         const Pool2dGeometryT<I>& g, Same<I> ih, Same<I> iw,
                                         Visit&& visit, Same<I> from_oh = 0, Same<I> from_ow = 0) {
+  const SliceRow<I> in = split_row(ih, g.in_h, g.in_d);
+  const bool planar = g.planar();  // planes skip the depth's divisions
+  const TapRangeT<I> ods =
+      planar ? TapRangeT<I>{0, 1}
+             : windows_covering(in.d, g.kernel_d, g.stride_d, g.pad_d, g.dilation_d, g.out_d);
   const TapRangeT<I> ohs =
-      windows_covering(ih, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, g.out_h);
+      windows_covering(in.h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, g.out_h);
   const TapRangeT<I> ows =
       windows_covering(iw, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, g.out_w);
-  for (I oh = ohs.begin > from_oh ? ohs.begin : from_oh; oh < ohs.end; ++oh) {
-    const I kh = tap_of(ih, oh, g.stride_h, g.pad_h, g.dilation_h);
-    if (kh < 0) continue;
-    for (I ow = oh == from_oh && from_ow > ows.begin ? from_ow : ows.begin; ow < ows.end; ++ow) {
-      const I kw = tap_of(iw, ow, g.stride_w, g.pad_w, g.dilation_w);
-      if (kw < 0) continue;
-      const I offset = oh * s.h + ow * s.w;
-      if (static_cast<I>(argmax_plane[offset]) == kh * g.kernel_w + kw) visit(offset);
+  for (I od = ods.begin; od < ods.end; ++od) {
+    const I kd = planar ? 0 : tap_of(in.d, od, g.stride_d, g.pad_d, g.dilation_d);
+    if (kd < 0) continue;
+    const I first_row = od * g.out_h;  // output row of window (od, 0)
+    for (I oh = first_row + ohs.begin > from_oh ? first_row + ohs.begin : from_oh;
+         oh < first_row + ohs.end; ++oh) {
+      const I kh = tap_of(in.h, oh - first_row, g.stride_h, g.pad_h, g.dilation_h);
+      if (kh < 0) continue;
+      for (I ow = oh == from_oh && from_ow > ows.begin ? from_ow : ows.begin; ow < ows.end;
+           ++ow) {
+        const I kw = tap_of(iw, ow, g.stride_w, g.pad_w, g.dilation_w);
+        if (kw < 0) continue;
+        const I offset = oh * s.h + ow * s.w;
+        if (static_cast<I>(argmax_plane[offset]) == (kd * g.kernel_h + kh) * g.kernel_w + kw) {
+          visit(offset);
+        }
+      }
     }
   }
 }
@@ -158,7 +227,7 @@ POOLX_HD scalar_t gather_by_argmax_elem(const scalar_t* src_plane, PlaneStridesT
                                         Same<I> argmax, const Pool2dGeometryT<I>& g, Same<I> oh,
                                         Same<I> ow) {
   const InputPos<I> p = decode_argmax(argmax, g, oh, ow);
-  return p.inside(g) ? src_plane[p.h * src_s.h + p.w * src_s.w] : scalar_t(0);
+  return p.inside(g) ? src_plane[p.row(g) * src_s.h + p.w * src_s.w] : scalar_t(0);
 }
 
 }  // namespace poolx

@@ -1,5 +1,6 @@
-// Window geometry of 2-D max pooling: where each window starts, which of its
-// taps fall inside the input, and which windows can contain a given input row.
+// Window geometry of 2-D and 3-D max pooling: where each window starts, which
+// of its taps fall inside the input, and which windows can contain a given
+// input row. 2-D pooling is 3-D pooling of unit depth.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,12 @@ namespace poolx {
 // I is int64_t everywhere but in CUDA kernels whose every index fits in 32
 // bits (cuda_common.cuh's index_width), where 32-bit arithmetic costs a
 // fraction of the 64-bit one.
+//
+// A 3-D volume reaches the kernels as a 4-D tensor whose rows are the rows of
+// its depth slices, one slice after another (N, C, D * H, W): the kernels'
+// traversal and memory layouts are those of 2-D, and only the element
+// functions (elements.h) split a row into its depth and height. The 2-D fast
+// paths take the planar geometries alone.
 template <typename I>
 struct Pool2dGeometryT {
   I in_h, in_w;    // input plane
@@ -20,14 +27,23 @@ struct Pool2dGeometryT {
   I stride_h, stride_w;
   I pad_h, pad_w;
   I dilation_h, dilation_w;
+  // depth: 1 slice, one tap, for 2-D pooling
+  I in_d = 1, out_d = 1, kernel_d = 1, stride_d = 1, pad_d = 0, dilation_d = 1;
 
   template <typename J>
   POOLX_HD Pool2dGeometryT<J> as() const {
-    return {static_cast<J>(in_h),     static_cast<J>(in_w),       static_cast<J>(out_h),
-            static_cast<J>(out_w),    static_cast<J>(kernel_h),   static_cast<J>(kernel_w),
-            static_cast<J>(stride_h), static_cast<J>(stride_w),   static_cast<J>(pad_h),
-            static_cast<J>(pad_w),    static_cast<J>(dilation_h), static_cast<J>(dilation_w)};
+    return {static_cast<J>(in_h),       static_cast<J>(in_w),       static_cast<J>(out_h),
+            static_cast<J>(out_w),      static_cast<J>(kernel_h),   static_cast<J>(kernel_w),
+            static_cast<J>(stride_h),   static_cast<J>(stride_w),   static_cast<J>(pad_h),
+            static_cast<J>(pad_w),      static_cast<J>(dilation_h), static_cast<J>(dilation_w),
+            static_cast<J>(in_d),       static_cast<J>(out_d),      static_cast<J>(kernel_d),
+            static_cast<J>(stride_d),   static_cast<J>(pad_d),      static_cast<J>(dilation_d)};
   }
+
+  // One depth slice in and out, one tap deep: 2-D pooling of planes, which
+  // the 2-D fast paths handle.
+  POOLX_HD bool planar() const { return in_d == 1 && out_d == 1 && kernel_d == 1; }
+  POOLX_HD I window_size() const { return kernel_d * kernel_h * kernel_w; }
 };
 using Pool2dGeometry = Pool2dGeometryT<int64_t>;
 
@@ -103,7 +119,7 @@ inline int64_t pool_output_size(int64_t in, int64_t kernel, int64_t stride, int6
 // The geometry is tiled when every input element lies in at most one window
 // and windows have no holes: kernel == stride, no padding, no dilation.
 inline bool is_tiled(const Pool2dGeometry& g) {
-  return g.kernel_h == g.stride_h && g.kernel_w == g.stride_w && g.pad_h == 0 && g.pad_w == 0 &&
+  return g.planar() && g.kernel_h == g.stride_h && g.kernel_w == g.stride_w && g.pad_h == 0 && g.pad_w == 0 &&
          g.dilation_h == 1 && g.dilation_w == 1;
 }
 
@@ -111,6 +127,29 @@ inline bool is_tiled(const Pool2dGeometry& g) {
 // so every input element lies in at most one window.
 inline bool tiles_input(const Pool2dGeometry& g) {
   return is_tiled(g) && g.out_h * g.kernel_h <= g.in_h && g.out_w * g.kernel_w <= g.in_w;
+}
+
+// Whether every window of a volume lies wholly inside it: no padding reached,
+// no partial window of ceil mode, on any axis.
+inline bool windows_inside(const Pool2dGeometry& g) {
+  const auto axis = [](int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t pad,
+                       int64_t dilation) {
+    const TapRange inside = interior_outputs(in, out, kernel, stride, pad, dilation);
+    return inside.begin == 0 && inside.end == out;
+  };
+  return axis(g.in_d, g.out_d, g.kernel_d, g.stride_d, g.pad_d, g.dilation_d) &&
+         axis(g.in_h, g.out_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h) &&
+         axis(g.in_w, g.out_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w);
+}
+
+// Tiled rows of volumes too: windows that tile each plane as tiles_input
+// does and stack kernel_d slices deep, stepping as deep (what floor mode
+// drops aside), so every input element lies in at most one window.
+inline bool tiles_volume(const Pool2dGeometry& g) {
+  Pool2dGeometry plane = g;
+  plane.in_d = plane.out_d = plane.kernel_d = plane.stride_d = 1;
+  return tiles_input(plane) && g.kernel_d == g.stride_d && g.pad_d == 0 && g.dilation_d == 1 &&
+         g.out_d * g.kernel_d <= g.in_d;
 }
 
 }  // namespace poolx
