@@ -9,7 +9,7 @@ Examples:
   python -m bench --allocator tcmalloc         # every CPU case and path
   python -m bench --shapes seed vgg --dtypes float32 --modes forward+backward unpool
   python -m bench --models --allocator tcmalloc  # whole models, stock against convert()
-  python -m bench --family --allocator tcmalloc  # 1-D pooling against torch
+  python -m bench --family --allocator tcmalloc  # 1-D and 3-D pooling against torch
   python -m bench --device cuda --json gpu.json --plot gpu.png
 """
 
@@ -45,8 +45,8 @@ def parse_args(argv):
                         "SegNet-style encoder-decoder and an MNIST CNN (or the ones named: "
                         f"{', '.join(MODEL_NAMES)}), stock against poolx.convert, both layouts")
     p.add_argument("--family", action="store_true",
-                   help="instead of the cases: 1-D pooling (bench/family.py), every path "
-                        "against torch.nn.functional's")
+                   help="instead of the cases: 1-D and 3-D pooling (bench/family.py), every "
+                        "path against torch.nn.functional's")
     p.add_argument("--shapes", nargs="+", default=ALL_SHAPES, metavar="SHAPE",
                    help="seed, mnist, vgg (all four blocks) or vgg-64@224, vgg-128@112, "
                         "vgg-256@56, vgg-512@28, resnet-stem, unet (default: all)")

@@ -1,12 +1,14 @@
-"""The pooling family beyond 2-D against torch: each path of a 1-D
-convolutional network's pooling, poolx and torch.nn.functional timed in turns
-under one allocator, with the copy floor measured in the same run.
+"""The pooling family beyond 2-D against torch: each path of the pooling in
+a 1-D convolutional network and in 3-D ones (a U-Net level, video), poolx and
+torch.nn.functional timed in turns under one allocator, with the copy floor
+measured in the same run.
 
   python -m bench --family --allocator tcmalloc
 """
 
 import dataclasses
 import functools
+import math
 import statistics
 
 import torch
@@ -18,58 +20,82 @@ from bench.timing import measure, warm_up
 
 
 @dataclasses.dataclass(frozen=True)
-class Signal:
+class Case:
+    """A pooling of (n, c, *size) by windows `kernel` stepping `stride`."""
+
     name: str
     n: int
     c: int
-    length: int
-    kernel: int
-    stride: int
-    padding: int = 0
+    size: tuple  # (L,) or (D, H, W)
+    kernel: tuple
+    stride: tuple
+    padding: object = 0  # an int, or one per dimension
+
+    @property
+    def dims(self):
+        return len(self.size)
 
     @property
     def pool_args(self):
         return dict(kernel_size=self.kernel, stride=self.stride, padding=self.padding)
 
     @property
-    def out_length(self):
-        return (self.length + 2 * self.padding - self.kernel) // self.stride + 1
+    def out_size(self):
+        pad = (self.padding,) * self.dims if isinstance(self.padding, int) else self.padding
+        return tuple((s + 2 * p - k) // st + 1
+                     for s, k, st, p in zip(self.size, self.kernel, self.stride, pad))
 
 
-SIGNALS = [
-    Signal("audio 32x128x8000 k4", 32, 128, 8000, 4, 4),  # the issue's 1-D audio level
-    Signal("audio 32x128x8000 k2", 32, 128, 8000, 2, 2),
-    Signal("audio 32x128x8000 k3 s2 p1", 32, 128, 8000, 3, 2, 1),
-    Signal("text 64x256x200 k2", 64, 256, 200, 2, 2),
+CASES = [
+    Case("audio 32x128x8000 k4", 32, 128, (8000,), (4,), (4,)),  # the issue's 1-D audio level
+    Case("audio 32x128x8000 k2", 32, 128, (8000,), (2,), (2,)),
+    Case("audio 32x128x8000 k3 s2 p1", 32, 128, (8000,), (3,), (2,), (1,)),
+    Case("text 64x256x200 k2", 64, 256, (200,), (2,), (2,)),
+    # the issue's 3-D U-Net level and video
+    Case("3-D U-Net 1x32x128^3 2x2x2", 1, 32, (128, 128, 128), (2, 2, 2), (2, 2, 2)),
+    Case("video 8x64x16x112x112 1x2x2", 8, 64, (16, 112, 112), (1, 2, 2), (1, 2, 2)),
+    Case("video 8x64x16x112x112 2x2x2", 8, 64, (16, 112, 112), (2, 2, 2), (2, 2, 2)),
 ]
-# "ncl": contiguous (N, C, L); "nlc": an (N, L, C) tensor viewed as (N, C, L),
-# the layout of a sequence model's activations
-LAYOUTS = ["ncl", "nlc"]
+# 1-D "ncl": contiguous (N, C, L); "nlc": an (N, L, C) tensor viewed as
+# (N, C, L), the layout of a sequence model's activations. 3-D: contiguous
+# and channels_last_3d.
+LAYOUTS = {1: ["ncl", "nlc"], 3: ["ncdhw", "channels_last_3d"]}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 MODES = ["inference", "forward", "backward", "forward+backward", "return_indices", "unpool",
          "unpool_argmax"]
+# dims -> torch's pool and unpool, poolx's pool, unpool, pool with argmax and unpool by it
+FUNCTIONS = {
+    1: (F.max_pool1d, F.max_unpool1d, poolx.max_pool1d, poolx.max_unpool1d,
+        poolx.max_pool1d_with_argmax, poolx.max_unpool1d_argmax),
+    3: (F.max_pool3d, F.max_unpool3d, poolx.max_pool3d, poolx.max_unpool3d,
+        poolx.max_pool3d_with_argmax, poolx.max_unpool3d_argmax),
+}
 
 
-def _tensors(signal, layout, dtype, device):
-    shape = (signal.n, signal.c, signal.length)
+def _tensors(case, layout, dtype, device):
+    shape = (case.n, case.c, *case.size)
     if layout == "nlc":
         x = torch.randn(shape[0], shape[2], shape[1], dtype=dtype, device=device).transpose(1, 2)
     else:
         x = torch.randn(shape, dtype=dtype, device=device)
-    values, indices = F.max_pool1d(x, **signal.pool_args, return_indices=True)
-    _, argmax = poolx.max_pool1d_with_argmax(x, **signal.pool_args)
+        if layout == "channels_last_3d":
+            x = x.contiguous(memory_format=torch.channels_last_3d)
+    torch_pool, _, _, _, with_argmax, _ = FUNCTIONS[case.dims]
+    values, indices = torch_pool(x, **case.pool_args, return_indices=True)
+    _, argmax = with_argmax(x, **case.pool_args)
     return x, values, indices, argmax, torch.randn_like(values)
 
 
-def _runners(signal, x, values, indices, argmax, grad_out):
+def _runners(case, x, values, indices, argmax, grad_out):
     """mode -> (torch's call, poolx's call)."""
-    a, unpool_args = signal.pool_args, dict(kernel_size=signal.kernel, stride=signal.stride,
-                                            padding=signal.padding, output_size=x.shape[-1:])
+    torch_pool, torch_unpool, pool_x, unpool_x, _, unpool_argmax = FUNCTIONS[case.dims]
+    a = case.pool_args
+    unpool_args = dict(a, output_size=x.shape[-case.dims:])
     no_grad = torch.no_grad()
     xg = x.detach().requires_grad_()
     peers = {}
-    for name, pool, unpool in (("torch", F.max_pool1d, F.max_unpool1d),
-                               ("poolx", poolx.max_pool1d, poolx.max_unpool1d)):
+    for name, pool, unpool in (("torch", torch_pool, torch_unpool),
+                               ("poolx", pool_x, unpool_x)):
         pooled = pool(xg, **a)
 
         def backward(pooled=pooled):
@@ -89,22 +115,21 @@ def _runners(signal, x, values, indices, argmax, grad_out):
     # torch has no argmax: its unpool by indices is what poolx's replaces
     peers["torch"]["unpool_argmax"] = peers["torch"]["unpool"]
     peers["poolx"]["unpool_argmax"] = no_grad(functools.partial(
-        poolx.max_unpool1d_argmax, values, argmax, x.shape, **a))
+        unpool_argmax, values, argmax, x.shape, **a))
     return {mode: (peers["torch"][mode], peers["poolx"][mode]) for mode in MODES}
 
 
-def run(signals=SIGNALS, rounds=3, min_run_time=0.3, copy_mb=512, progress=True,
-        device="cpu"):
-    """Rows of (signal, layout, dtype, mode, torch s, poolx s, floor s)."""
+def run(cases=CASES, rounds=3, min_run_time=0.3, copy_mb=512, progress=True, device="cpu"):
+    """Rows of (case, layout, dtype, mode, torch s, poolx s, floor s)."""
     from tqdm import tqdm
 
     threads = torch.get_num_threads()
     copy_gbps = copy_bandwidths(device, copy_mb << 20, 0.5)["copy"]
     rows = []
-    combos = [(s, layout, d) for s in signals for layout in LAYOUTS for d in DTYPES]
-    for signal, layout, dtype_name in tqdm(combos, disable=not progress):
+    combos = [(c, layout, d) for c in cases for layout in LAYOUTS[c.dims] for d in DTYPES]
+    for case, layout, dtype_name in tqdm(combos, disable=not progress):
         dtype = DTYPES[dtype_name]
-        runners = _runners(signal, *_tensors(signal, layout, dtype, device))
+        runners = _runners(case, *_tensors(case, layout, dtype, device))
         for mode, pair in runners.items():
             times = ([], [])
             for peer in pair:
@@ -113,13 +138,13 @@ def run(signals=SIGNALS, rounds=3, min_run_time=0.3, copy_mb=512, progress=True,
                 for i, peer in enumerate(pair):
                     times[i].append(measure(peer, threads, min_run_time))
             torch_s, poolx_s = (statistics.median(t) for t in times)
-            moved = path_bytes(signal.n * signal.c * signal.length,
-                               signal.n * signal.c * signal.out_length,
+            planes = case.n * case.c
+            moved = path_bytes(planes * math.prod(case.size), planes * math.prod(case.out_size),
                                torch.empty((), dtype=dtype).element_size(), mode)
             floor_s = moved / (copy_gbps * 1e9)
-            rows.append((signal.name, layout, dtype_name, mode, torch_s, poolx_s, floor_s))
+            rows.append((case.name, layout, dtype_name, mode, torch_s, poolx_s, floor_s))
             if not progress:  # each case as it finishes, so a run cut short still tells
-                print(f"case {signal.name}/{layout}/{dtype_name}/{mode}: torch "
+                print(f"case {case.name}/{layout}/{dtype_name}/{mode}: torch "
                       f"{torch_s * 1e3:.3f} ms, poolx {poolx_s * 1e3:.3f} ms, "
                       f"x{torch_s / poolx_s:.2f}", flush=True)
     return copy_gbps, rows
@@ -129,7 +154,7 @@ def table(copy_gbps, rows, allocator, device="cpu"):
     where = torch.cuda.get_device_name() if device == "cuda" else (
         f"allocator: {allocator}; {torch.get_num_threads()} threads")
     lines = [f"copy bandwidth (read + written): {copy_gbps:.1f} GB/s; {where}",
-             "| signal | layout | dtype | path | torch ms | poolx ms | speedup "
+             "| case | layout | dtype | path | torch ms | poolx ms | speedup "
              "| poolx % of copy floor |", "|---|---|---|---|---:|---:|---:|---:|"]
     for name, layout, dtype, mode, torch_s, poolx_s, floor_s in rows:
         lines.append(f"| {name} | {layout} | {dtype} | {mode} | {torch_s * 1e3:.3f} | "
@@ -139,8 +164,8 @@ def table(copy_gbps, rows, allocator, device="cpu"):
 
 
 def summary(rows):
-    """Speedups only: a row per (signal, layout, dtype), a column per path."""
-    lines = ["| signal | layout | dtype | " + " | ".join(MODES) + " |",
+    """Speedups only: a row per (case, layout, dtype), a column per path."""
+    lines = ["| case | layout | dtype | " + " | ".join(MODES) + " |",
              "|---|---|---|" + "---:|" * len(MODES)]
     by_case = {}
     for name, layout, dtype, mode, torch_s, poolx_s, _ in rows:
@@ -152,10 +177,11 @@ def summary(rows):
 
 
 def main(args, allocator):
-    # --quick: batch 1, to see that every path runs
-    signals = [dataclasses.replace(s, n=1) for s in SIGNALS] if args.quick else SIGNALS
-    copy_gbps, rows = run(signals, args.rounds, args.min_run_time, args.copy_mb,
-                          not args.no_progress, args.device)
+    # --quick: batch 1 and small volumes, to see that every path runs
+    quick = [dataclasses.replace(c, n=1, size=c.size if c.dims == 1 else (8, 16, 16))
+             for c in CASES]
+    copy_gbps, rows = run(quick if args.quick else CASES, args.rounds, args.min_run_time,
+                          args.copy_mb, not args.no_progress, args.device)
     print(table(copy_gbps, rows, allocator, args.device))
     print(summary(rows))
     slower = [r for r in rows if r[5] > r[4]]

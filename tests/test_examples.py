@@ -41,3 +41,14 @@ def test_memory(capsys):
     assert torch_total - argmax_total == 7 * pooled and argmax_total - re_total == pooled
     assert "| poolx save=\"recompute\" |" in capsys.readouterr().out
 
+
+def test_memory_of_a_3d_unet(capsys):
+    results = example_main("memory")(["--unet3d", "--size", "16", "--width-divisor", "8"])
+    (torch_total, torch_pool, _), (argmax_total, argmax_pool, _), (re_total, re_pool, _) = (
+        results.values()
+    )
+    # three 2x2x2 pools of 16^3, 8^3 and 4^3 volumes of 4, 8 and 16 channels
+    pooled = 4 * 8**3 + 8 * 4**3 + 16 * 2**3
+    assert torch_pool == 8 * pooled and argmax_pool == pooled and re_pool == 0
+    assert torch_total - argmax_total == 7 * pooled and argmax_total - re_total == pooled
+
