@@ -22,9 +22,10 @@ struct Pool2dKernels {
   // grad_input from grad_output and argmax
   bool (*backward)(const at::Tensor& grad_output, const at::Tensor& argmax,
                    const at::Tensor& grad_input, const Pool2dGeometry& g);
-  // int64 flat indices (h * in_w + w) from argmax
+  // int64 flat indices ((d * in_h + h) * in_w + w) from argmax; `check`
+  // false for an argmax a forward just wrote, which needs no check
   bool (*argmax_to_indices)(const at::Tensor& argmax, const at::Tensor& indices,
-                            const Pool2dGeometry& g);
+                            const Pool2dGeometry& g, bool check);
   // out[window] = src[selected tap]: the double backward
   bool (*gather_by_argmax)(const at::Tensor& src, const at::Tensor& argmax, const at::Tensor& out,
                            const Pool2dGeometry& g);

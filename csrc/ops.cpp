@@ -66,7 +66,7 @@ std::tuple<Tensor, Tensor, Tensor> pool_forward(const Tensor& input, const PoolP
     const bool indices_later = indices.defined() && view.slices_as_planes;
     K().forward(view(in), view(values), view(argmax), indices_later ? Tensor() : view(indices),
                 view.g);
-    if (indices_later) K().argmax_to_indices(folded(argmax), folded(indices), g);
+    if (indices_later) K().argmax_to_indices(folded(argmax), folded(indices), g, false);
   }
   return {unbatch_like(values, input, Dims), unbatch_like(argmax, input, Dims),
           unbatch_like(indices, input, Dims)};
@@ -169,7 +169,7 @@ Tensor argmax_to_indices(const Tensor& argmax, IntArrayRef input_size, IntArrayR
   const Tensor indices =
       at::empty(p.argmax.sizes(), layout_of(p.argmax, p.format).dtype(at::kLong));
   if (indices.numel() > 0 &&
-      !K().argmax_to_indices(folded(p.argmax), folded(indices), p.g)) {
+      !K().argmax_to_indices(folded(p.argmax), folded(indices), p.g, true)) {
     invalid_argmax<K>(argmax, p, op);
   }
   return unbatch_like(indices, argmax, Dims);

@@ -14,6 +14,7 @@
 #include "index_rows.h"
 #include "parallel_elements.h"
 #include "scatter.h"
+#include "volume_scatter.h"
 #include "poolx/element_ops.h"
 
 namespace poolx {
@@ -21,7 +22,8 @@ namespace {
 
 using at::Tensor;
 
-bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2dGeometry& g);
+bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2dGeometry& g,
+                       bool check);
 
 void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
              const Tensor& indices, const Pool2dGeometry& g) {
@@ -29,7 +31,7 @@ void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
   // A volume's fast forward writes no indices (index rows are of planes):
   // they come from its argmax after.
   if (indices.defined() && !g.planar() && fast_forward(input, values, argmax, Tensor(), g)) {
-    argmax_to_indices(argmax, indices, g);
+    argmax_to_indices(argmax, indices, g, /*check=*/false);
     return;
   }
   const Layout4d in_l = layout_of(input), out_l = layout_of(values);
@@ -61,6 +63,7 @@ bool backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& gra
               const Pool2dGeometry& g) {
   std::atomic<bool> invalid{false};
   if (fast_backward(grad_output, argmax, grad_input, g, &invalid)) return !invalid;
+  if (!g.planar()) return scatter_volume(Scatter::kAdd, grad_output, argmax, grad_input, g);
   if (!argmax_valid(argmax, g)) return false;
   const Layout4d out_l = layout_of(grad_output), in_l = layout_of(grad_input);
   POOLX_DISPATCH_GRAD_TYPES(grad_output.scalar_type(), "poolx_max_pool2d_backward_cpu", [&] {
@@ -77,19 +80,21 @@ bool backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& gra
   return true;
 }
 
-// The rows check the argmax as they read it: value < taps everywhere, and
-// the taps of windows that reach past the input by the rule. False where a
-// value is invalid.
-bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2dGeometry& g) {
+// The rows check the argmax as they read it (where `check`): value < taps
+// everywhere, and the taps of windows that reach past the input by the rule.
+// False where a value is invalid.
+bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2dGeometry& g,
+                       bool check) {
   // (The rule's tables, which check windows that reach past the input, are
-  // of planes: volumes take the rows where every window lies inside.)
+  // of planes: volumes take the rows where every window lies inside, or
+  // where no check is asked for.)
   if (argmax.scalar_type() == at::kByte && IndexRows::applies(g) &&
-      (g.planar() || windows_inside(g))) {
+      (g.planar() || windows_inside(g) || !check)) {
     const Layout4d l = layout_of(argmax);
     const IndexRows rows(argmax.const_data_ptr<uint8_t>(), indices.mutable_data_ptr<int64_t>(),
                          l, g);
     const isa_none::ArgmaxRule rule(g);
-    const bool all_whole = !g.planar() || rule.all_whole();
+    const bool all_whole = !check || !g.planar() || rule.all_whole();
     const int64_t taps = g.window_size(), row_len = l.numel() / rows.rows();
     std::atomic<bool> invalid{false};
     at::parallel_for(0, rows.rows(), std::max<int64_t>(1, at::internal::GRAIN_SIZE / row_len),
@@ -110,7 +115,7 @@ bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2d
     });
     return !invalid;
   }
-  if (!argmax_valid(argmax, g)) return false;
+  if (check && !argmax_valid(argmax, g)) return false;
   dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
     using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
     const argmax_t* am = argmax.const_data_ptr<argmax_t>();
@@ -137,36 +142,11 @@ bool gather_by_argmax(const Tensor& src, const Tensor& argmax, const Tensor& out
   return true;
 }
 
-// Unpool by argmax as a gather per input: of the volumes, which the 2-D
-// scatters do not take.
-bool unpool_by_gather(const Tensor& values, const Tensor& argmax, const Tensor& out,
-                      const Pool2dGeometry& g) {
-  if (!argmax_valid(argmax, g)) return false;
-  POOLX_DISPATCH_POOLED_TYPES(values.scalar_type(), "poolx_max_unpool3d_argmax_cpu", [&] {
-    dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
-      using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
-      parallel_for_each_element(
-          layout_of(out), UnpoolArgmaxElem<scalar_t, argmax_t>{
-                              values.const_data_ptr<scalar_t>(), argmax.const_data_ptr<argmax_t>(),
-                              out.mutable_data_ptr<scalar_t>(), layout_of(values), g});
-    });
-  });
-  return true;
-}
-
 // The tiled gather (unpool_tiled.h) checks that every tap lies in its window,
 // which is the whole check where windows tile the input; the scatter checks
 // each run of argmax before it looks taps up.
 bool argmax_to_mask(const Tensor& argmax, const Tensor& mask, const Pool2dGeometry& g) {
-  if (!g.planar()) {
-    if (!argmax_valid(argmax, g)) return false;
-    dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
-      using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
-      parallel_for_each_element(layout_of(mask), MaskElem<argmax_t>{argmax.const_data_ptr<argmax_t>(),
-                                mask.mutable_data_ptr<bool>(), layout_of(argmax), g});
-    });
-    return true;
-  }
+  if (!g.planar()) return scatter_volume(Scatter::kMark, Tensor(), argmax, mask, g);
   return fast_unpool_by_argmax(Tensor(), argmax, mask, g) ||
          scatter_by_argmax_cpu(Tensor(), argmax, mask, g);
 }
@@ -175,7 +155,7 @@ bool max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, const Tenso
                          const Pool2dGeometry& g) {
   std::atomic<bool> invalid{false};
   if (fast_unpool_argmax(values, argmax, out, g, &invalid)) return !invalid;
-  if (!g.planar()) return unpool_by_gather(values, argmax, out, g);
+  if (!g.planar()) return scatter_volume(Scatter::kCopy, values, argmax, out, g);
   return fast_unpool_by_argmax(values, argmax, out, g) ||
          scatter_by_argmax_cpu(values, argmax, out, g);
 }

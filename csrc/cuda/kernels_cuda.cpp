@@ -68,9 +68,10 @@ bool backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& gra
   return true;
 }
 
-bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2dGeometry& g) {
+bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2dGeometry& g,
+                       bool check) {
   const OnDeviceOf on(argmax);
-  check_argmax(argmax, g, on.stream);
+  if (check) check_argmax(argmax, g, on.stream);
   dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
     using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
     C10_CUDA_CHECK(cuda_launch::argmax_to_indices(argmax.const_data_ptr<argmax_t>(),

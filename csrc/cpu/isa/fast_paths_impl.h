@@ -56,8 +56,10 @@ inline bool forward(const FastForwardArgs& a) {
   // rows forward_by_pixels reads a stride of 4 apart (the default build's
   // generic deinterleave is no faster than that)
   const bool quads = kVectorBuild && !cl && tiles_volume(g) && g.kernel_w == 4;
-  // volumes: the tiled rows, and channels_last along C
-  if (!g.planar() && (a.dtype == c10::ScalarType::Double || (row_c == 0 && !quads && !cl))) {
+  // volumes: the tiled rows, channels_last along C, and NCDHW rows of stride 1 or 2
+  const bool nchw_rows = (g.stride_w == 1 || g.stride_w == 2) && g.dilation_w == 1;
+  if (!g.planar() &&
+      (a.dtype == c10::ScalarType::Double || (row_c == 0 && !quads && !cl && !nchw_rows))) {
     return false;
   }
   // float64, and NCHW rows that forward_nchw does not cover (stride_w over
@@ -67,8 +69,7 @@ inline bool forward(const FastForwardArgs& a) {
     forward_by_pixels<double>(a);
     return true;
   }
-  if (!cl && row_c == 0 && !quads &&
-      !((g.stride_w == 1 || g.stride_w == 2) && g.dilation_w == 1)) {
+  if (!cl && row_c == 0 && !quads && !nchw_rows) {
     return dispatch_fast_types(a.dtype, [&](auto* tag) {
       forward_by_pixels<std::remove_pointer_t<decltype(tag)>>(a);
     });

@@ -102,22 +102,4 @@ struct UnpoolArgmaxElem {
   }
 };
 
-// Per input: whether a window selected it.
-template <typename argmax_t>
-struct MaskElem {
-  const argmax_t* argmax;
-  bool* mask;
-  Layout4d argmax_l;
-  Pool2dGeometry g;
-
-  template <typename I>
-  POOLX_HD void operator()(I n, I c, I ih, I iw, I i) const {
-    const auto l = argmax_l.as<I>();
-    bool selected = false;
-    for_each_window_selecting(argmax + l.plane_offset(n, c), l.plane_strides(), g.as<I>(), ih,
-                              iw, [&](I) { selected = true; });
-    mask[i] = selected;
-  }
-};
-
 }  // namespace poolx

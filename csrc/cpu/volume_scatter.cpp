@@ -1,0 +1,157 @@
+#include "volume_scatter.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+
+#include <atomic>
+#include <type_traits>
+#include <cstring>
+#include <vector>
+
+#include "../dispatch.h"
+#include "../tensor_layout.h"
+#include "poolx/elements.h"
+#include "tap_table.h"
+
+namespace poolx {
+namespace {
+
+// One axis of the windows: where each starts and which of its taps lie
+// inside the input, worked out once per call instead of once per window.
+struct AxisWindows {
+  std::vector<int64_t> start;
+  std::vector<TapRange> taps;
+  std::vector<char> whole, empty;  // every tap inside; none
+
+  AxisWindows(int64_t out, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation,
+              int64_t in) {
+    for (int64_t o = 0; o < out; ++o) {
+      start.push_back(o * stride - pad);
+      taps.push_back(window_taps(start.back(), kernel, dilation, in));
+      whole.push_back(taps.back().begin == 0 && taps.back().end == kernel);
+      empty.push_back(taps.back().begin >= taps.back().end);
+    }
+  }
+};
+
+// A tap number split into its taps along each axis.
+struct TapAxes {
+  int64_t kd, kh, kw;
+};
+
+// kPlanes: NCDHW, one channel per window (no channel loop).
+template <Scatter kHow, bool kPlanes, typename T, typename argmax_t>
+bool scatter(const T* from, const argmax_t* argmax, T* to, const Layout4d& out_l,
+             const Pool2dGeometry& g) {
+  const AxisWindows ds(g.out_d, g.kernel_d, g.stride_d, g.pad_d, g.dilation_d, g.in_d);
+  const AxisWindows hs(g.out_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, g.in_h);
+  const AxisWindows ws(g.out_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, g.in_w);
+  // a plane (NCDHW) or an image (channels_last_3d) of C interleaved channels
+  const int64_t C = kPlanes ? 1 : out_l.c, groups = kPlanes ? out_l.n * out_l.c : out_l.n;
+  const int64_t in_group = g.in_d * g.in_h * g.in_w * C;
+  const int64_t out_group = g.out_d * g.out_h * g.out_w * C;
+  const int64_t plane_taps = g.kernel_h * g.kernel_w, taps = g.window_size();
+  const auto split = [&](int64_t a) {
+    return TapAxes{a / plane_taps, a % plane_taps / g.kernel_w, a % g.kernel_w};
+  };
+  // a 1-byte argmax's split and offset in its window looked up, not divided
+  std::vector<TapAxes> table;
+  if (sizeof(argmax_t) == 1) {
+    for (int64_t a = 0; a < 256; ++a) table.push_back(split(a));
+  }
+  // each 1-byte tap's offset in elements: pixels of C channels apart
+  const TapTable tap_pixels(g);
+  std::vector<int64_t> tap_offset(256);
+  for (int64_t a = 0; a < 256; ++a) tap_offset[a] = tap_pixels.offset[a] * C;
+  // window o's value (or mark) into input `at`
+  const auto place = [from](T* dst, int64_t at, int64_t o) {
+    if constexpr (kHow == Scatter::kAdd) {
+      dst[at] = static_cast<T>(static_cast<acc_t<T>>(dst[at]) + static_cast<acc_t<T>>(from[o]));
+    } else if constexpr (kHow == Scatter::kCopy) {
+      dst[at] = from[o];
+    } else {
+      dst[at] = true;
+    }
+  };
+  std::atomic<bool> invalid{false};
+  at::parallel_for(0, groups, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t group = begin; group < end && !invalid.load(std::memory_order_relaxed);
+         ++group) {
+      T* dst = to + group * in_group;
+      std::memset(static_cast<void*>(dst), 0, in_group * sizeof(T));
+      int64_t o = group * out_group;
+      for (int64_t od = 0; od < g.out_d; ++od) {
+        for (int64_t oh = 0; oh < g.out_h; ++oh) {
+          // what a row of windows shares
+          const TapRange td = ds.taps[od], th = hs.taps[oh];
+          const bool row_empty = ds.empty[od] || hs.empty[oh];
+          const bool row_whole = sizeof(argmax_t) == 1 && ds.whole[od] && hs.whole[oh];
+          const int64_t row_first = (ds.start[od] * g.in_h + hs.start[oh]) * g.in_w;
+          for (int64_t ow = 0; ow < g.out_w; ++ow, o += C) {
+            if (row_empty || ws.empty[ow]) continue;  // any value; no tap to write
+            const int64_t first = (row_first + ws.start[ow]) * C;
+            // a window wholly inside: any tap below `taps` is one of its inputs
+            if (row_whole && ws.whole[ow]) {
+              for (int64_t c = 0; c < C; ++c) {
+                const int64_t a = static_cast<int64_t>(argmax[o + c]);
+                if (a >= taps) {
+                  invalid.store(true, std::memory_order_relaxed);
+                  return;
+                }
+                place(dst, first + tap_offset[a] + c, o + c);
+              }
+              continue;
+            }
+            const TapRange tw = ws.taps[ow];
+            for (int64_t c = 0; c < C; ++c) {
+              const int64_t a = static_cast<int64_t>(argmax[o + c]);
+              const auto [kd, kh, kw] = sizeof(argmax_t) == 1 ? table[a] : split(a);
+              if (a < 0 || a >= taps || kd < td.begin || kd >= td.end || kh < th.begin ||
+                  kh >= th.end || kw < tw.begin || kw >= tw.end) {
+                invalid.store(true, std::memory_order_relaxed);
+                return;
+              }
+              place(dst, first + ((kd * g.dilation_d * g.in_h + kh * g.dilation_h) * g.in_w +
+                                  kw * g.dilation_w) * C + c, o + c);
+            }
+          }
+        }
+      }
+    }
+  });
+  return !invalid;
+}
+
+}  // namespace
+
+bool scatter_volume(Scatter how, const at::Tensor& from, const at::Tensor& argmax,
+                    const at::Tensor& to, const Pool2dGeometry& g) {
+  const Layout4d out_l = layout_of(argmax);
+  // a tensor contiguous in both formats reads as NCHW: the other's decides
+  const bool cl = out_l.channels_last || layout_of(to).channels_last ||
+                  (from.defined() && layout_of(from).channels_last);
+  bool ok = true;
+  const auto run = [&](auto how_tag, const auto* src, auto* dst, const auto* am) {
+    constexpr Scatter kHow = decltype(how_tag)::value;
+    ok = cl ? scatter<kHow, false>(src, am, dst, out_l, g)
+            : scatter<kHow, true>(src, am, dst, out_l, g);
+  };
+  dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {
+    using argmax_t = std::remove_pointer_t<decltype(am_tag)>;
+    const argmax_t* am = argmax.const_data_ptr<argmax_t>();
+    if (how == Scatter::kMark) {
+      run(std::integral_constant<Scatter, Scatter::kMark>{}, static_cast<const bool*>(nullptr),
+          to.mutable_data_ptr<bool>(), am);
+      return;
+    }
+    POOLX_DISPATCH_POOLED_TYPES(to.scalar_type(), "poolx_scatter_volume_cpu", [&] {
+      const scalar_t* src = from.const_data_ptr<scalar_t>();
+      scalar_t* dst = to.mutable_data_ptr<scalar_t>();
+      how == Scatter::kAdd ? run(std::integral_constant<Scatter, Scatter::kAdd>{}, src, dst, am)
+                           : run(std::integral_constant<Scatter, Scatter::kCopy>{}, src, dst, am);
+    });
+  });
+  return ok;
+}
+
+}  // namespace poolx

@@ -1,0 +1,24 @@
+// Volumes whose windows overlap, pad or dilate (tiled ones take the tiled
+// rows): backward, unpool by argmax and the mask as a scatter per plane
+// (NCDHW) or per image (channels_last_3d), windows in memory order. Each
+// input's gradient then adds its windows in torch's order, starting from the
+// zeroed plane as torch's does, and unpool keeps the last window's value.
+// Tensors are the folded 4-D views (geometry.h).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "poolx/geometry.h"
+
+namespace poolx {
+
+enum class Scatter { kAdd, kCopy, kMark };
+
+// kAdd: `from` (grad_output) summed into `to` (grad_input); kCopy: `from`
+// (values) copied into `to`; kMark: true into the bool `to` (`from` undefined).
+// False where an argmax value names no tap of its window inside the input
+// (nothing is written out of bounds before).
+bool scatter_volume(Scatter how, const at::Tensor& from, const at::Tensor& argmax,
+                    const at::Tensor& to, const Pool2dGeometry& g);
+
+}  // namespace poolx
