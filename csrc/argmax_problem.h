@@ -26,12 +26,6 @@ struct ArgmaxProblem {
   int dims;
 };
 
-// "(D, H, W)" sizes of g's input, or "(H, W)", for messages.
-inline std::string input_name(const Pool2dGeometry& g, int dims) {
-  return (dims == 3 ? std::to_string(g.in_d) + "x" : "") + std::to_string(g.in_h) + "x" +
-         std::to_string(g.in_w);
-}
-
 // Where a kernel found an argmax value that names no tap of its window inside
 // the input (a user's argmax may hold anything): the error, naming the op,
 // the position and the value.
@@ -50,15 +44,14 @@ template <KernelsFn K>
   if (p.dims == 3) where << at.h / g.out_h << ", " << at.h % g.out_h << ", ";
   else where << at.h << ", ";
   where << at.w << "] = " << argmax4[at.n][at.c][at.h][at.w].item<int64_t>();
-  const auto per_axis = [&](int64_t d, int64_t h, int64_t w) {
-    return (p.dims == 3 ? std::to_string(d) + "x" : "") + std::to_string(h) + "x" +
-           std::to_string(w);
+  const auto axes = [&](int64_t d, int64_t h, int64_t w) {
+    return joined(per_axis(d, h, w, p.dims));
   };
   TORCH_CHECK_INDEX(false, op, ": ", where.str(), " names no tap of its ", window_name(g),
-                    " window inside the ", input_name(g, p.dims), " input (stride ",
-                    per_axis(g.stride_d, g.stride_h, g.stride_w), ", padding ",
-                    per_axis(g.pad_d, g.pad_h, g.pad_w), ", dilation ",
-                    per_axis(g.dilation_d, g.dilation_h, g.dilation_w),
+                    " window inside the ", axes(g.in_d, g.in_h, g.in_w), " input (stride ",
+                    axes(g.stride_d, g.stride_h, g.stride_w), ", padding ",
+                    axes(g.pad_d, g.pad_h, g.pad_w), ", dilation ",
+                    axes(g.dilation_d, g.dilation_h, g.dilation_w),
                     "); an argmax must come from max_pool", p.dims,
                     "d_with_argmax with the same arguments");
 }

@@ -6,6 +6,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/util/SmallVector.h>
 
+#include "pool_args.h"
 #include "poolx/geometry.h"
 
 namespace poolx {
@@ -26,9 +27,8 @@ inline at::TensorOptions layout_of(const Tensor& like, at::MemoryFormat format) 
 inline c10::SmallVector<int64_t, 5> sizes_with(const Tensor& batched, int64_t d, int64_t h, int64_t w,
                                         int dims) {
   c10::SmallVector<int64_t, 5> sizes{batched.size(0), batched.size(1)};
-  if (dims == 3) sizes.push_back(d);
-  sizes.push_back(h);
-  sizes.push_back(w);
+  const auto spatial = per_axis(d, h, w, dims);
+  sizes.append(spatial.begin(), spatial.end());
   return sizes;
 }
 

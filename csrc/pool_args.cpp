@@ -114,16 +114,17 @@ void check_window_values(const Pool2dGeometry& g, int dims) {
 void finish_geometry(Pool2dGeometry& g, at::IntArrayRef in, const PoolParams& p,
                      const char* op) {
   const int dims = static_cast<int>(in.size());
+  const bool pads_fit =
+      g.kernel_d / 2 >= g.pad_d && g.kernel_w / 2 >= g.pad_w && g.kernel_h / 2 >= g.pad_h;
   if (dims == 3) {
-    TORCH_CHECK(g.kernel_d / 2 >= g.pad_d && g.kernel_w / 2 >= g.pad_w &&
-                    g.kernel_h / 2 >= g.pad_h,
-                "pad should be smaller than or equal to half of kernel size, but got kT: ",
+    TORCH_CHECK(pads_fit, "pad should be smaller than or equal to half of kernel size, but got kT: ",
                 g.kernel_d, " kW: ", g.kernel_w, " kH: ", g.kernel_h, " padT: ", g.pad_d,
                 " padW: ", g.pad_w, " padH: ", g.pad_h);
+  } else {
+    TORCH_CHECK(pads_fit,
+                "pad should be smaller than or equal to half of kernel size, but got padW = ",
+                g.pad_w, ", padH = ", g.pad_h, ", kW = ", g.kernel_w, ", kH = ", g.kernel_h);
   }
-  TORCH_CHECK(g.kernel_w / 2 >= g.pad_w && g.kernel_h / 2 >= g.pad_h,
-              "pad should be smaller than or equal to half of kernel size, but got padW = ",
-              g.pad_w, ", padH = ", g.pad_h, ", kW = ", g.kernel_w, ", kH = ", g.kernel_h);
   // Bounds that keep every index product far from int64 overflow.
   constexpr int64_t kMaxExtent = int64_t(1) << 31;
   for (const int64_t v : {g.kernel_d, g.kernel_h, g.kernel_w, g.stride_d, g.stride_h,
@@ -154,22 +155,6 @@ void finish_geometry(Pool2dGeometry& g, at::IntArrayRef in, const PoolParams& p,
   g.out_w = pool_output_size(g.in_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, p.ceil_mode);
 }
 
-// "3x8x8": sizes as torch's messages write them.
-std::string joined(at::IntArrayRef sizes, const char* separator = "x") {
-  std::string out;
-  for (const int64_t s : sizes) out += (out.empty() ? "" : separator) + std::to_string(s);
-  return out;
-}
-
-// The output sizes of g as (H, W) or (D, H, W).
-c10::SmallVector<int64_t, 3> out_sizes(const Pool2dGeometry& g, int dims) {
-  c10::SmallVector<int64_t, 3> out;
-  if (dims == 3) out.push_back(g.out_d);
-  out.push_back(g.out_h);
-  out.push_back(g.out_w);
-  return out;
-}
-
 }  // namespace
 
 Pool2dGeometry forward_geometry(const at::Tensor& input, const PoolParams& p, const char* op,
@@ -198,7 +183,7 @@ Pool2dGeometry forward_geometry(const at::Tensor& input, const PoolParams& p, co
   finish_geometry(g, input.sizes().slice(ndim - dims), p, op);
   TORCH_CHECK(g.out_d >= 1 && g.out_h >= 1 && g.out_w >= 1, "Given input size: (",
               joined(input.sizes().slice(ndim - dims - 1)), "). Calculated output size: (",
-              input.size(-dims - 1), "x", joined(out_sizes(g, dims)),
+              input.size(-dims - 1), "x", joined(per_axis(g.out_d, g.out_h, g.out_w, dims)),
               "). Output size is too small");
   return g;
 }
@@ -216,7 +201,7 @@ Pool2dGeometry output_geometry(const at::Tensor& output, at::IntArrayRef input_s
   check_window_values(g, dims);
   finish_geometry(g, input_size, p, op);
   check_numel_fits(output.sizes().slice(0, output.dim() - dims), input_size, "input_size", op);
-  const auto out = out_sizes(g, dims);
+  const auto out = per_axis(g.out_d, g.out_h, g.out_w, dims);
   TORCH_CHECK(output.sizes().slice(output.dim() - dims) == at::IntArrayRef(out), op,
               ": pooling an input of size ", input_size, " gives an output of size (",
               joined(out, ", "), "), but the given tensor has size ", output.sizes());
@@ -233,9 +218,22 @@ void check_numel_fits(at::IntArrayRef leading, at::IntArrayRef spatial, const ch
               leading, " + ", spatial, " would have more than 2^63 - 1 elements");
 }
 
+c10::SmallVector<int64_t, 3> per_axis(int64_t d, int64_t h, int64_t w, int dims) {
+  c10::SmallVector<int64_t, 3> out;
+  if (dims == 3) out.push_back(d);
+  out.push_back(h);
+  out.push_back(w);
+  return out;
+}
+
+std::string joined(at::IntArrayRef sizes, const char* separator) {
+  std::string out;
+  for (const int64_t s : sizes) out += (out.empty() ? "" : separator) + std::to_string(s);
+  return out;
+}
+
 std::string window_name(const Pool2dGeometry& g) {
-  return (g.planar() ? "" : std::to_string(g.kernel_d) + "x") + std::to_string(g.kernel_h) + "x" +
-         std::to_string(g.kernel_w);
+  return joined(per_axis(g.kernel_d, g.kernel_h, g.kernel_w, g.planar() ? 2 : 3));
 }
 
 at::ScalarType argmax_dtype(const Pool2dGeometry& g) {

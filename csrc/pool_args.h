@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 
 #include <string>
 
@@ -31,6 +32,12 @@ Pool2dGeometry output_geometry(const at::Tensor& output, at::IntArrayRef input_s
 // elements; `name` names the argument that gave the spatial sizes.
 void check_numel_fits(at::IntArrayRef leading, at::IntArrayRef spatial, const char* name,
                       const char* op);
+
+// (h, w), or (d, h, w) for 3 dims: one of g's per-axis values as a list.
+c10::SmallVector<int64_t, 3> per_axis(int64_t d, int64_t h, int64_t w, int dims);
+
+// "3x8x8" (or with another separator): sizes as torch's messages write them.
+std::string joined(at::IntArrayRef sizes, const char* separator = "x");
 
 // "3x3" or "2x2x2".
 std::string window_name(const Pool2dGeometry& g);

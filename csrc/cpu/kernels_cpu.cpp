@@ -28,8 +28,8 @@ bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2d
 void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
              const Tensor& indices, const Pool2dGeometry& g) {
   if (fast_forward(input, values, argmax, indices, g)) return;
-  // A volume's fast forward writes no indices (index rows are of planes):
-  // they come from its argmax after.
+  // Where index rows do not apply (dilated windows that padding shifts), a
+  // volume's fast forward declines the indices: they come from its argmax after.
   if (indices.defined() && !g.planar() && fast_forward(input, values, argmax, Tensor(), g)) {
     argmax_to_indices(argmax, indices, g, /*check=*/false);
     return;
