@@ -1,5 +1,6 @@
 """The pooling family beyond 2-D against torch: each path of the pooling in
-a 1-D convolutional network and in 3-D ones (a U-Net level, video), poolx and
+a 1-D convolutional network, in 3-D ones (a U-Net level, video) and of the
+adaptive pooling in classification heads and spatial pyramids, poolx and
 torch.nn.functional timed in turns under one allocator, with the copy floor
 measured in the same run.
 
@@ -21,26 +22,40 @@ from bench.timing import measure, warm_up
 
 @dataclasses.dataclass(frozen=True)
 class Case:
-    """A pooling of (n, c, *size) by windows `kernel` stepping `stride`."""
+    """A pooling of (n, c, *size) by windows `kernel` stepping `stride`, or
+    adaptive pooling to `output`."""
 
     name: str
     n: int
     c: int
-    size: tuple  # (L,) or (D, H, W)
-    kernel: tuple
-    stride: tuple
+    size: tuple  # (L,), (H, W) or (D, H, W)
+    kernel: tuple = None
+    stride: tuple = None
     padding: object = 0  # an int, or one per dimension
+    output: tuple = None  # adaptive pooling's output size
 
     @property
     def dims(self):
         return len(self.size)
 
     @property
+    def functions(self):
+        return FUNCTIONS["adaptive" if self.output else "windowed"][self.dims]
+
+    @property
+    def modes(self):
+        return MODES[:5] if self.output else MODES  # adaptive pooling has no unpool
+
+    @property
     def pool_args(self):
+        if self.output:
+            return dict(output_size=self.output)
         return dict(kernel_size=self.kernel, stride=self.stride, padding=self.padding)
 
     @property
     def out_size(self):
+        if self.output:
+            return self.output
         pad = (self.padding,) * self.dims if isinstance(self.padding, int) else self.padding
         return tuple((s + 2 * p - k) // st + 1
                      for s, k, st, p in zip(self.size, self.kernel, self.stride, pad))
@@ -55,21 +70,31 @@ CASES = [
     Case("3-D U-Net 1x32x128^3 2x2x2", 1, 32, (128, 128, 128), (2, 2, 2), (2, 2, 2)),
     Case("video 8x64x16x112x112 1x2x2", 8, 64, (16, 112, 112), (1, 2, 2), (1, 2, 2)),
     Case("video 8x64x16x112x112 2x2x2", 8, 64, (16, 112, 112), (2, 2, 2), (2, 2, 2)),
+    # the issue's adaptive heads: a classifier's global pooling, a spatial
+    # pyramid's levels (on SPP-net's 13x13 conv5: 4 and 2 overlap), text
+    Case("head 32x512x7x7 -> 1", 32, 512, (7, 7), output=(1, 1)),
+    Case("pyramid 32x512x13x13 -> 4", 32, 512, (13, 13), output=(4, 4)),
+    Case("pyramid 32x512x13x13 -> 2", 32, 512, (13, 13), output=(2, 2)),
+    Case("pyramid 32x512x13x13 -> 1", 32, 512, (13, 13), output=(1, 1)),
+    Case("text head 64x256x200 -> 1", 64, 256, (200,), output=(1,)),
 ]
 # 1-D "ncl": contiguous (N, C, L); "nlc": an (N, L, C) tensor viewed as
 # (N, C, L), the layout of a sequence model's activations. 3-D: contiguous
 # and channels_last_3d.
-LAYOUTS = {1: ["ncl", "nlc"], 3: ["ncdhw", "channels_last_3d"]}
+LAYOUTS = {1: ["ncl", "nlc"], 2: ["nchw", "channels_last"], 3: ["ncdhw", "channels_last_3d"]}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 MODES = ["inference", "forward", "backward", "forward+backward", "return_indices", "unpool",
          "unpool_argmax"]
 # dims -> torch's pool and unpool, poolx's pool, unpool, pool with argmax and unpool by it
-FUNCTIONS = {
+FUNCTIONS = {"windowed": {
     1: (F.max_pool1d, F.max_unpool1d, poolx.max_pool1d, poolx.max_unpool1d,
         poolx.max_pool1d_with_argmax, poolx.max_unpool1d_argmax),
     3: (F.max_pool3d, F.max_unpool3d, poolx.max_pool3d, poolx.max_unpool3d,
         poolx.max_pool3d_with_argmax, poolx.max_unpool3d_argmax),
-}
+}, "adaptive": {
+    dims: (getattr(F, f"adaptive_max_pool{dims}d"), None,
+           getattr(poolx, f"adaptive_max_pool{dims}d"), None, None, None) for dims in (1, 2, 3)
+}}
 
 
 def _tensors(case, layout, dtype, device):
@@ -78,17 +103,17 @@ def _tensors(case, layout, dtype, device):
         x = torch.randn(shape[0], shape[2], shape[1], dtype=dtype, device=device).transpose(1, 2)
     else:
         x = torch.randn(shape, dtype=dtype, device=device)
-        if layout == "channels_last_3d":
-            x = x.contiguous(memory_format=torch.channels_last_3d)
-    torch_pool, _, _, _, with_argmax, _ = FUNCTIONS[case.dims]
+        if layout in ("channels_last", "channels_last_3d"):
+            x = x.contiguous(memory_format=getattr(torch, layout))
+    torch_pool, _, _, _, with_argmax, _ = case.functions
     values, indices = torch_pool(x, **case.pool_args, return_indices=True)
-    _, argmax = with_argmax(x, **case.pool_args)
+    argmax = with_argmax(x, **case.pool_args)[1] if with_argmax else None
     return x, values, indices, argmax, torch.randn_like(values)
 
 
 def _runners(case, x, values, indices, argmax, grad_out):
     """mode -> (torch's call, poolx's call)."""
-    torch_pool, torch_unpool, pool_x, unpool_x, _, unpool_argmax = FUNCTIONS[case.dims]
+    torch_pool, torch_unpool, pool_x, unpool_x, _, unpool_argmax = case.functions
     a = case.pool_args
     unpool_args = dict(a, output_size=x.shape[-case.dims:])
     no_grad = torch.no_grad()
@@ -112,11 +137,12 @@ def _runners(case, x, values, indices, argmax, grad_out):
             "return_indices": no_grad(lambda pool=pool: pool(x, **a, return_indices=True)),
             "unpool": no_grad(lambda unpool=unpool: unpool(values, indices, **unpool_args)),
         }
-    # torch has no argmax: its unpool by indices is what poolx's replaces
-    peers["torch"]["unpool_argmax"] = peers["torch"]["unpool"]
-    peers["poolx"]["unpool_argmax"] = no_grad(functools.partial(
-        unpool_argmax, values, argmax, x.shape, **a))
-    return {mode: (peers["torch"][mode], peers["poolx"][mode]) for mode in MODES}
+    if unpool_argmax:
+        # torch has no argmax: its unpool by indices is what poolx's replaces
+        peers["torch"]["unpool_argmax"] = peers["torch"]["unpool"]
+        peers["poolx"]["unpool_argmax"] = no_grad(functools.partial(
+            unpool_argmax, values, argmax, x.shape, **a))
+    return {mode: (peers["torch"][mode], peers["poolx"][mode]) for mode in case.modes}
 
 
 def run(cases=CASES, rounds=3, min_run_time=0.3, copy_mb=512, progress=True, device="cpu"):
@@ -178,7 +204,7 @@ def summary(rows):
 
 def main(args, allocator):
     # --quick: batch 1 and small volumes, to see that every path runs
-    quick = [dataclasses.replace(c, n=1, size=c.size if c.dims == 1 else (8, 16, 16))
+    quick = [dataclasses.replace(c, n=1, size=(8, 16, 16) if c.dims == 3 else c.size)
              for c in CASES]
     copy_gbps, rows = run(quick if args.quick else CASES, args.rounds, args.min_run_time,
                           args.copy_mb, not args.no_progress, args.device)

@@ -47,6 +47,12 @@ template <KernelsFn K>
   const auto axes = [&](int64_t d, int64_t h, int64_t w) {
     return joined(per_axis(d, h, w, p.dims));
   };
+  if (std::string(op).rfind("adaptive", 0) == 0) {
+    TORCH_CHECK_INDEX(false, op, ": ", where.str(), " names no tap of its window when the ",
+                      axes(g.in_d, g.in_h, g.in_w), " input is pooled to ",
+                      axes(g.out_d, g.out_h, g.out_w), "; an argmax must come from "
+                      "adaptive_max_pool", p.dims, "d of the same sizes");
+  }
   TORCH_CHECK_INDEX(false, op, ": ", where.str(), " names no tap of its ", window_name(g),
                     " window inside the ", axes(g.in_d, g.in_h, g.in_w), " input (stride ",
                     axes(g.stride_d, g.stride_h, g.stride_w), ", padding ",
@@ -56,15 +62,22 @@ template <KernelsFn K>
                     "d_with_argmax with the same arguments");
 }
 
+// The problem of an argmax for geometry g (which `companion`, else the argmax,
+// was checked to have the pooled size of).
+inline ArgmaxProblem argmax_problem(const at::Tensor& argmax, const at::Tensor& companion,
+                                    const Pool2dGeometry& g, const char* op, int dims) {
+  check_argmax(argmax, companion.defined() ? companion : argmax, g, op);
+  const at::MemoryFormat format = pool_memory_format(argmax, dims);
+  return {g, format, as_batched(argmax, format, dims),
+          companion.defined() ? as_batched(companion, format, dims) : at::Tensor(), dims};
+}
+
 inline ArgmaxProblem argmax_problem(const at::Tensor& argmax, const at::Tensor& companion,
                                     at::IntArrayRef input_size, const PoolParams& params,
                                     const char* op, int dims) {
   const at::Tensor& shaped = companion.defined() ? companion : argmax;
-  const Pool2dGeometry g = output_geometry(shaped, input_size, params, op, dims);
-  check_argmax(argmax, shaped, g, op);
-  const at::MemoryFormat format = pool_memory_format(argmax, dims);
-  return {g, format, as_batched(argmax, format, dims),
-          companion.defined() ? as_batched(companion, format, dims) : at::Tensor(), dims};
+  return argmax_problem(argmax, companion,
+                        output_geometry(shaped, input_size, params, op, dims), op, dims);
 }
 
 }  // namespace poolx

@@ -5,12 +5,10 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
-#include "argmax_problem.h"
-#include "op_common.h"
 #include "cpu/fast_paths.h"
 #include "kernels.h"
 #include "pool_args.h"
-#include "tensor_layout.h"
+#include "pool_glue.h"
 #include "unpool_op.h"
 
 namespace poolx {
@@ -42,34 +40,20 @@ struct Names<3> {
   static constexpr const char* mask = "argmax_to_mask3d";
 };
 
-// What a forward writes beside the values.
-enum class Pooled { kValues, kArgmax, kArgmaxAndIndices };
-
+// The forward after torch's checks of the windowed pooling's arguments.
 template <KernelsFn K, int Dims>
 std::tuple<Tensor, Tensor, Tensor> pool_forward(const Tensor& input, const PoolParams& params,
                                                 Pooled what) {
   const char* op = Names<Dims>::pool;
-  const Pool2dGeometry g = forward_geometry(input, params, op, Dims);
-  check_pool_dtype(input, "input", op, /*allow_integral=*/true);
-  const at::MemoryFormat format = pool_memory_format(input, Dims);
-  const Tensor in = as_batched(input, format, Dims);
-  const at::TensorOptions opts = layout_of(in, format);
-  const Tensor values = empty_pooled(in, g, opts, Dims);
-  Tensor argmax, indices;
-  if (what != Pooled::kValues) argmax = empty_pooled(in, g, opts.dtype(argmax_dtype(g)), Dims);
-  if (what == Pooled::kArgmaxAndIndices) {
-    indices = empty_pooled(in, g, opts.dtype(at::kLong), Dims);
-  }
-  if (values.numel() > 0) {
-    const KernelView view = kernel_view(g, format);
-    // The planes' indices lack each slice's offset: those come from the argmax.
-    const bool indices_later = indices.defined() && view.slices_as_planes;
-    K().forward(view(in), view(values), view(argmax), indices_later ? Tensor() : view(indices),
-                view.g);
-    if (indices_later) K().argmax_to_indices(folded(argmax), folded(indices), g, false);
-  }
-  return {unbatch_like(values, input, Dims), unbatch_like(argmax, input, Dims),
-          unbatch_like(indices, input, Dims)};
+  return op_common::pool_forward<K, Dims>(input, forward_geometry(input, params, op, Dims), op,
+                                          what);
+}
+
+template <KernelsFn K, int Dims>
+Tensor place_at_argmax(PlaceKernel kernel, const Tensor& pooled, const Tensor& argmax,
+                       IntArrayRef input_size, const PoolParams& params, const char* op) {
+  return op_common::place_at_argmax<K, Dims>(
+      kernel, pooled, argmax, argmax_problem(argmax, pooled, input_size, params, op, Dims), op);
 }
 
 template <KernelsFn K, int Dims>
@@ -94,22 +78,6 @@ Tensor pool_values(const Tensor& input, IntArrayRef kernel_size, IntArrayRef str
                    IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
   return std::get<0>(pool_forward<K, Dims>(
       input, {kernel_size, stride, padding, dilation, ceil_mode}, Pooled::kValues));
-}
-
-// A kernel that places pooled-shape values at the argmax's taps of an input
-// of input_size: the backward and unpool by argmax.
-using PlaceKernel = bool (*)(const Tensor&, const Tensor&, const Tensor&, const Pool2dGeometry&);
-
-template <KernelsFn K, int Dims>
-Tensor place_at_argmax(PlaceKernel kernel, const Tensor& pooled, const Tensor& argmax,
-                       IntArrayRef input_size, const PoolParams& params, const char* op) {
-  const ArgmaxProblem p = argmax_problem(argmax, pooled, input_size, params, op, Dims);
-  const Tensor out = empty_unpooled(p.companion, p.g, layout_of(p.companion, p.format), Dims);
-  const KernelView view = kernel_view(p.g, p.format);
-  if (out.numel() > 0 && !kernel(view(p.companion), view(p.argmax), view(out), view.g)) {
-    invalid_argmax<K>(argmax, p, op);
-  }
-  return unbatch_like(out, pooled, Dims);
 }
 
 template <KernelsFn K, int Dims>
@@ -137,26 +105,10 @@ Tensor gather_by_argmax(const Tensor& src, const Tensor& argmax, IntArrayRef ker
                         IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
                         bool ceil_mode) {
   const char* op = Names<Dims>::gather;
-  TORCH_CHECK(src.dim() == argmax.dim(), op, ": src must have argmax's number of dims (",
-              argmax.dim(), "), but got src.shape=", src.sizes());
-  TORCH_CHECK(src.dim() >= Dims, op, ": src must have at least ", Dims, " dims, but got ",
-              "src.shape=", src.sizes());
   const ArgmaxProblem p =
-      argmax_problem(argmax, Tensor(), src.sizes().slice(src.dim() - Dims),
+      argmax_problem(argmax, Tensor(), gather_source_size<Dims>(src, argmax, op),
                      {kernel_size, stride, padding, dilation, ceil_mode}, op, Dims);
-  TORCH_CHECK(src.sizes().slice(0, src.dim() - Dims) ==
-                      argmax.sizes().slice(0, argmax.dim() - Dims) &&
-                  src.device() == argmax.device(),
-              op, ": src and argmax must share batch, channels and device, but got src.shape=",
-              src.sizes(), " on ", src.device(), " and argmax.shape=", argmax.sizes(), " on ",
-              argmax.device());
-  const Tensor src_b = as_batched(src, p.format, Dims);
-  const Tensor out = empty_pooled(src_b, p.g, layout_of(src_b, p.format), Dims);
-  const KernelView view = kernel_view(p.g, p.format);
-  if (out.numel() > 0 && !K().gather_by_argmax(view(src_b), view(p.argmax), view(out), view.g)) {
-    invalid_argmax<K>(argmax, p, op);
-  }
-  return unbatch_like(out, argmax, Dims);
+  return gather_at_argmax<K, Dims>(src, argmax, p, op);
 }
 
 template <KernelsFn K, int Dims>

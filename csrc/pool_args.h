@@ -28,6 +28,17 @@ Pool2dGeometry forward_geometry(const at::Tensor& input, const PoolParams& p, co
 Pool2dGeometry output_geometry(const at::Tensor& output, at::IntArrayRef input_size,
                                const PoolParams& p, const char* op, int dims);
 
+// Adaptive max pooling (geometry.h's AxisT) of an input to output_size, with
+// torch's checks and messages: each axis steps as windowed pooling does where
+// its size divides evenly (and takes the windowed fast paths), else is
+// adaptive. (adaptive_args.cpp)
+Pool2dGeometry adaptive_forward_geometry(const at::Tensor& input, at::IntArrayRef output_size,
+                                         const char* op, int dims);
+
+// The same for ops that run on outputs, whose `output` has output_size.
+Pool2dGeometry adaptive_output_geometry(const at::Tensor& output, at::IntArrayRef input_size,
+                                        at::IntArrayRef output_size, const char* op, int dims);
+
 // Checks that a tensor of shape leading + spatial has fewer than 2^63
 // elements; `name` names the argument that gave the spatial sizes.
 void check_numel_fits(at::IntArrayRef leading, at::IntArrayRef spatial, const char* name,

@@ -34,18 +34,39 @@ from poolx.functional_3d import (
     max_unpool3d,
     max_unpool3d_argmax,
 )
-from poolx.modules import MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d
+from poolx.functional_adaptive import (
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    adaptive_max_pool3d,
+)
+from poolx.modules import (
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d,
+    MaxPool1d,
+    MaxPool2d,
+    MaxPool3d,
+    MaxUnpool1d,
+    MaxUnpool2d,
+    MaxUnpool3d,
+)
 from poolx._patch import patch
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d",
+    "AdaptiveMaxPool3d",
     "MaxPool1d",
     "MaxPool2d",
     "MaxPool3d",
     "MaxUnpool1d",
     "MaxUnpool2d",
     "MaxUnpool3d",
+    "adaptive_max_pool1d",
+    "adaptive_max_pool2d",
+    "adaptive_max_pool3d",
     "argmax_to_indices",
     "argmax_to_indices1d",
     "argmax_to_indices2d",

@@ -2,7 +2,17 @@
 
 from torch import nn
 
-from poolx.modules import MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d
+from poolx.modules import (
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d,
+    MaxPool1d,
+    MaxPool2d,
+    MaxPool3d,
+    MaxUnpool1d,
+    MaxUnpool2d,
+    MaxUnpool3d,
+)
 
 # Exact types only: subclasses (poolx's own included) may change forward.
 _REPLACEMENTS = {
@@ -12,6 +22,9 @@ _REPLACEMENTS = {
     nn.MaxUnpool2d: MaxUnpool2d,
     nn.MaxPool3d: MaxPool3d,
     nn.MaxUnpool3d: MaxUnpool3d,
+    nn.AdaptiveMaxPool1d: AdaptiveMaxPool1d,
+    nn.AdaptiveMaxPool2d: AdaptiveMaxPool2d,
+    nn.AdaptiveMaxPool3d: AdaptiveMaxPool3d,
 }
 
 
@@ -26,9 +39,10 @@ def _as_poolx(module):
 
 
 def convert(module, _memo=None):
-    """Replaces every nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d and
-    nn.MaxUnpool1d, nn.MaxUnpool2d, nn.MaxUnpool3d in `module` (recursively, the top module included) with
-    the poolx module of the same arguments.
+    """Replaces every nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d,
+    nn.MaxUnpool1d, nn.MaxUnpool2d, nn.MaxUnpool3d and nn.AdaptiveMaxPool1d,
+    nn.AdaptiveMaxPool2d, nn.AdaptiveMaxPool3d in `module` (recursively, the
+    top module included) with the poolx module of the same arguments.
 
     Like nn.SyncBatchNorm.convert_sync_batchnorm, containers are updated in
     place and the converted top module is returned: use

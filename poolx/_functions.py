@@ -4,33 +4,38 @@ formulas that the ops carry in C++ (csrc/autograd.cpp, the same formulas),
 these have a forward-mode rule (jvp: the tangent gathered at each window's
 argmax) and a vmap rule, so torch.func.grad/vjp/jvp/vmap and forward-mode AD
 work as with torch's max_pool2d. Every other call goes to the ops directly
-(_call below)."""
+(_call below). The adaptive ops' reverse mode is these Functions' too
+(_registrations.py)."""
 
 import torch
 
 from poolx._library import _C, ops
 
-_NO_GRADS = (None,) * 5  # kernel_size, stride, padding, dilation, ceil_mode
+# The pooling arguments ("pool_args" below) are those of windowed pooling,
+# (kernel, stride, padding, dilation, ceil_mode), or of adaptive pooling,
+# (output_size,); the length of their first picks the 2-D or 3-D op.
 
-# kind -> its 2-D and 3-D op (overloads: see _call), picked by the length of
-# the kernel size
-_OPS = {
-    "argmax": (ops.max_pool2d_argmax.default, ops.max_pool3d_argmax.default),
-    "indices": (ops.max_pool2d_indices.default, ops.max_pool3d_indices.default),
-    "values": (ops.max_pool2d_values.default, ops.max_pool3d_values.default),
-    "backward": (ops.max_pool2d_backward.default, ops.max_pool3d_backward.default),
-    "gather": (ops.gather_by_argmax.default, ops.gather_by_argmax3d.default),
-    "unpool_argmax": (ops.max_unpool2d_argmax.default, ops.max_unpool3d_argmax.default),
-}
-
-
-def _op(kind, kernel):
-    return _OPS[kind][len(kernel) - 2]
+# kind -> its windowed 2-D and 3-D op, then the adaptive ones (overloads: see _call)
+_OPS = {kind: tuple(getattr(ops, name).default for name in names) for kind, names in {
+    **{kind: [f"{prefix}max_pool{dims}d_{kind}" for prefix in ("", "adaptive_") for dims in (2, 3)]
+       for kind in ("argmax", "indices", "values", "backward")},
+    "gather": ["gather_by_argmax", "gather_by_argmax3d", "adaptive_gather_by_argmax",
+               "adaptive_gather_by_argmax3d"],
+    "unpool_argmax": ["max_unpool2d_argmax", "max_unpool3d_argmax"],
+}.items()}
 
 
-def _spatial(t, kernel):
-    """t's (H, W), or (D, H, W) for a 3-D kernel."""
-    return tuple(t.shape[-len(kernel):])
+def _op(kind, pool_args):
+    return _OPS[kind][len(pool_args[0]) - 2 + (2 if len(pool_args) == 1 else 0)]
+
+
+def _no_grads(pool_args):
+    return (None,) * len(pool_args)  # no gradient for any pooling argument
+
+
+def _spatial(t, pool_args):
+    """t's (H, W), or (D, H, W) for 3-D pooling."""
+    return tuple(t.shape[-len(pool_args[0]):])
 
 
 def _kernel(op, *args):
@@ -46,13 +51,13 @@ class MaxPool2dArgmax(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(input, kernel, stride, padding, dilation, ceil_mode):
-        return _kernel(_op("argmax", kernel), input, kernel, stride, padding, dilation, ceil_mode)
+    def forward(input, *pool_args):
+        return _kernel(_op("argmax", pool_args), input, *pool_args)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         input, *ctx.pool_args = inputs
-        ctx.input_hw = _spatial(input, ctx.pool_args[0])
+        ctx.input_hw = _spatial(input, ctx.pool_args)
         ctx.mark_non_differentiable(output[1])
         ctx.save_for_backward(output[1])
         ctx.save_for_forward(output[1])
@@ -62,10 +67,10 @@ class MaxPool2dArgmax(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_values, _grad_argmax):
         if grad_values is None:
-            return (None, *_NO_GRADS)
+            return (None, *_no_grads(ctx.pool_args))
         (argmax,) = ctx.saved_tensors
         grad = route_to_input(grad_values, argmax, ctx.input_hw, *ctx.pool_args)
-        return (grad, *_NO_GRADS)
+        return (grad, *_no_grads(ctx.pool_args))
 
     @staticmethod
     def jvp(ctx, input_tangent, *_):
@@ -77,8 +82,8 @@ class MaxPool2dIndices(MaxPool2dArgmax):
     """(values, argmax, indices) in one pass (return_indices); saves only the argmax."""
 
     @staticmethod
-    def forward(input, kernel, stride, padding, dilation, ceil_mode):
-        return _kernel(_op("indices", kernel), input, kernel, stride, padding, dilation, ceil_mode)
+    def forward(input, *pool_args):
+        return _kernel(_op("indices", pool_args), input, *pool_args)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -100,8 +105,8 @@ class MaxPool2dValues(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(input, kernel, stride, padding, dilation, ceil_mode):
-        return _kernel(_op("values", kernel), input, kernel, stride, padding, dilation, ceil_mode)
+    def forward(input, *pool_args):
+        return _kernel(_op("values", pool_args), input, *pool_args)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -112,15 +117,15 @@ class MaxPool2dValues(torch.autograd.Function):
     @staticmethod
     def _argmax(ctx):
         (input,) = ctx.saved_tensors
-        argmax_op = _op("argmax", ctx.pool_args[0])
+        argmax_op = _op("argmax", ctx.pool_args)
         return input, _kernel(argmax_op, input.detach(), *ctx.pool_args)[1]
 
     @staticmethod
     def backward(ctx, grad_values):
         input, argmax = MaxPool2dValues._argmax(ctx)
-        grad = route_to_input(grad_values, argmax, _spatial(input, ctx.pool_args[0]),
+        grad = route_to_input(grad_values, argmax, _spatial(input, ctx.pool_args),
                               *ctx.pool_args)
-        return (grad, *_NO_GRADS)
+        return (grad, *_no_grads(ctx.pool_args))
 
     @staticmethod
     def jvp(ctx, input_tangent, *_):
@@ -139,9 +144,8 @@ def _placing_function(name, kind, doc):
     stays). Both are linear with the gather at the argmax as adjoint, and each
     is its own tangent map."""
 
-    def forward(values, argmax, hw, kernel, stride, padding, dilation, ceil_mode):
-        return _kernel(_op(kind, kernel), values, argmax, hw, kernel, stride, padding, dilation,
-                       ceil_mode)
+    def forward(values, argmax, hw, *pool_args):
+        return _kernel(_op(kind, pool_args), values, argmax, hw, *pool_args)
 
     def setup_context(ctx, inputs, output):
         _, argmax, ctx.hw, *ctx.pool_args = inputs
@@ -150,11 +154,12 @@ def _placing_function(name, kind, doc):
 
     def backward(ctx, grad):
         (argmax,) = ctx.saved_tensors
-        return (gather_at_argmax(grad, argmax, *ctx.pool_args), None, None, *_NO_GRADS)
+        return (gather_at_argmax(grad, argmax, *ctx.pool_args), None, None,
+                *_no_grads(ctx.pool_args))
 
     def jvp(ctx, values_tangent, *_):
         (argmax,) = ctx.saved_tensors
-        op = _op(kind, ctx.pool_args[0])
+        op = _op(kind, ctx.pool_args)
         return _call(op, function, values_tangent, argmax, ctx.hw, *ctx.pool_args)
 
     methods = dict(forward=forward, setup_context=setup_context, backward=backward, jvp=jvp)
@@ -182,22 +187,21 @@ class GatherAtArgmax(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(src, argmax, kernel, stride, padding, dilation, ceil_mode):
-        return _kernel(
-            _op("gather", kernel), src, argmax, kernel, stride, padding, dilation, ceil_mode
-        )
+    def forward(src, argmax, *pool_args):
+        return _kernel(_op("gather", pool_args), src, argmax, *pool_args)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         src, argmax, *ctx.pool_args = inputs
-        ctx.src_hw = _spatial(src, ctx.pool_args[0])
+        ctx.src_hw = _spatial(src, ctx.pool_args)
         ctx.save_for_backward(argmax)
         ctx.save_for_forward(argmax)
 
     @staticmethod
     def backward(ctx, grad):
         (argmax,) = ctx.saved_tensors
-        return (route_to_input(grad, argmax, ctx.src_hw, *ctx.pool_args), None, *_NO_GRADS)
+        return (route_to_input(grad, argmax, ctx.src_hw, *ctx.pool_args), None,
+                *_no_grads(ctx.pool_args))
 
     @staticmethod
     def jvp(ctx, src_tangent, *_):
@@ -235,10 +239,8 @@ class UnpoolByIndices(torch.autograd.Function):
 
 def _transformed():
     """True when forward-mode AD or a torch.func transform can see a call."""
-    return (
-        torch.autograd.forward_ad._current_level >= 0
-        or torch._C._are_functorch_transforms_active()
-    )
+    return (torch.autograd.forward_ad._current_level >= 0
+            or torch._C._are_functorch_transforms_active())
 
 
 _fast_ops = {}  # op overload -> its number for _C.call
@@ -246,14 +248,13 @@ _fast_ops = {}  # op overload -> its number for _C.call
 
 def _call(op, function, tensor, *args):
     """op(tensor, *args), through the autograd.Function where its forward-mode
-    or vmap rule may be needed. Everything else goes to the op, whose C++
-    autograd serves reverse mode without Python and passes an untracked call
-    straight to the kernel: through _C.call (csrc/module.cpp), the same
-    dispatcher without torch.ops' argument parsing, unless a torch function
-    mode is on or an argument is of a type it does not take (a tensor
-    subclass). Dynamo cannot trace a Function with a jvp, nor _C.call, so
-    compiled code always calls the op. op is an overload (.default): the
-    packet would resolve the overload again on every call."""
+    or vmap rule may be needed. Everything else goes to the op, whose autograd
+    serves reverse mode and passes an untracked call straight to the kernel:
+    through _C.call (csrc/module.cpp), the same dispatcher without torch.ops'
+    argument parsing, unless a torch function mode is on or an argument is of
+    a type it does not take (a tensor subclass). Dynamo cannot trace a Function
+    with a jvp, nor _C.call, so compiled code always calls the op. op is an
+    overload (.default): the packet would resolve it again on every call."""
     if not torch.compiler.is_compiling():
         if _transformed():
             return function.apply(tensor, *args)
@@ -267,35 +268,33 @@ def _call(op, function, tensor, *args):
     return op(tensor, *args)
 
 
-# The calls below take the pooling arguments (kernel, stride, padding,
-# dilation, ceil_mode) with a kernel of 2 or 3 ints, which picks the op.
+# The calls below take the pooling arguments (see _op).
 
 
-def pool_argmax(input, kernel, *pool_args):
-    return _call(_op("argmax", kernel), MaxPool2dArgmax, input, kernel, *pool_args)
+def pool_argmax(input, *pool_args):
+    return _call(_op("argmax", pool_args), MaxPool2dArgmax, input, *pool_args)
 
 
-def pool_indices(input, kernel, *pool_args):
-    return _call(_op("indices", kernel), MaxPool2dIndices, input, kernel, *pool_args)
+def pool_indices(input, *pool_args):
+    return _call(_op("indices", pool_args), MaxPool2dIndices, input, *pool_args)
 
 
-def pool_values(input, kernel, *pool_args):
-    return _call(_op("values", kernel), MaxPool2dValues, input, kernel, *pool_args)
+def pool_values(input, *pool_args):
+    return _call(_op("values", pool_args), MaxPool2dValues, input, *pool_args)
 
 
-def route_to_input(pooled, argmax, input_hw, kernel, *pool_args):
-    return _call(_op("backward", kernel), RouteToInput, pooled, argmax, input_hw,
-                 kernel, *pool_args)
+def route_to_input(pooled, argmax, input_hw, *pool_args):
+    return _call(_op("backward", pool_args), RouteToInput, pooled, argmax, input_hw, *pool_args)
 
 
-def gather_at_argmax(src, argmax, kernel, *pool_args):
-    return _call(_op("gather", kernel), GatherAtArgmax, src, argmax, kernel, *pool_args)
+def gather_at_argmax(src, argmax, *pool_args):
+    return _call(_op("gather", pool_args), GatherAtArgmax, src, argmax, *pool_args)
 
 
 def unpool_by_indices(input, indices, output_hw):
     return _call(ops.max_unpool2d.default, UnpoolByIndices, input, indices, output_hw)
 
 
-def unpool_by_argmax(values, argmax, output_hw, kernel, *pool_args):
-    return _call(_op("unpool_argmax", kernel), UnpoolByArgmax, values, argmax, output_hw,
-                 kernel, *pool_args)
+def unpool_by_argmax(values, argmax, output_hw, *pool_args):
+    return _call(_op("unpool_argmax", pool_args), UnpoolByArgmax, values, argmax, output_hw,
+                 *pool_args)

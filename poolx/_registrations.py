@@ -1,7 +1,8 @@
-"""Fake (meta) kernels of the torch.ops.poolx operators."""
+"""Fake (meta) kernels of the torch.ops.poolx operators, and the adaptive ops' autograd."""
 
 import torch
 
+from poolx import _functions
 from poolx import _geometry as geo
 from poolx import _library  # noqa: F401  (loads the ops registered here)
 
@@ -105,4 +106,103 @@ def _max_unpool2d_fake(input, indices, output_size):
         )
     return _empty_like_layout(input, (*input.shape[:-2], *output_size))
 
-# Their autograd is registered in C++ (csrc/autograd.cpp).
+
+# Adaptive pooling (csrc/adaptive_ops.cpp, adaptive_args.cpp).
+
+
+def _adaptive_kernel(size, out):
+    """The widest window of an axis pooled from `size` to `out` (geometry.h)."""
+    if out == 0:
+        return 1
+    if size % out == 0:
+        return max(size // out, 1)
+    return (size + out - 1) // out + 1
+
+
+def _check_adaptive_input(input, output_size, op):
+    dims = len(output_size)
+    if input.dim() not in (dims + 1, dims + 2):
+        raise RuntimeError(f"{op}(): Expected {dims + 1}D or {dims + 2}D tensor, but got: "
+                           f"{list(input.shape)}")
+    for i in range(1, input.dim()):
+        if input.shape[i] == 0:
+            raise RuntimeError(f"{op}(): Expected input to have non-zero size for non-batch "
+                               f"dimensions, but input has sizes {list(input.shape)} with "
+                               f"dimension {i} being empty")
+    for s in output_size:
+        if s < 0:  # torch's words, from allocating the output
+            shape = [*input.shape[:-dims], *output_size]
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {shape}")
+
+
+def _adaptive_pooled(input, output_size, dtype=None):
+    dims = len(output_size)
+    return _empty_like_layout(input, (*input.shape[:-dims], *output_size), dtype, dims)
+
+
+def _adaptive_argmax_dtype(in_sizes, output_size):
+    taps = 1
+    for size, out in zip(in_sizes, output_size):
+        taps *= _adaptive_kernel(size, out)
+    return torch.uint8 if taps <= geo.UINT8_WINDOW else torch.int32
+
+
+def _adaptive_values_fake(input, output_size):
+    _check_adaptive_input(input, output_size, f"adaptive_max_pool{len(output_size)}d")
+    return _adaptive_pooled(input, output_size)
+
+
+def _adaptive_argmax_fake(input, output_size):
+    values = _adaptive_values_fake(input, output_size)
+    dtype = _adaptive_argmax_dtype(input.shape[-len(output_size):], output_size)
+    return values, _adaptive_pooled(input, output_size, dtype)
+
+
+def _adaptive_indices_fake(input, output_size):
+    values, argmax = _adaptive_argmax_fake(input, output_size)
+    return values, argmax, _adaptive_pooled(input, output_size, torch.int64)
+
+
+def _check_adaptive_pooled(pooled, in_sizes, output_size):
+    if tuple(pooled.shape[-len(output_size):]) != tuple(output_size):
+        raise RuntimeError(f"output_size={list(output_size)} must be the pooled tensor's, but "
+                           f"the given tensor has size {list(pooled.shape)}")
+    if any(s <= 0 for s in in_sizes):
+        raise RuntimeError(f"input_size must be positive, but got {list(in_sizes)}")
+
+
+def _adaptive_backward_fake(grad_output, argmax, input_size, output_size):
+    _check_adaptive_pooled(grad_output, input_size, output_size)
+    dims = len(output_size)
+    return _empty_like_layout(argmax, (*grad_output.shape[:-dims], *input_size),
+                              grad_output.dtype, dims)
+
+
+def _adaptive_gather_fake(src, argmax, output_size):
+    dims = len(output_size)
+    _check_adaptive_pooled(argmax, src.shape[-dims:], output_size)
+    return _empty_like_layout(argmax, argmax.shape, src.dtype, dims)
+
+
+for _fake, _names in {
+    _adaptive_argmax_fake: ("adaptive_max_pool2d_argmax", "adaptive_max_pool3d_argmax"),
+    _adaptive_indices_fake: ("adaptive_max_pool2d_indices", "adaptive_max_pool3d_indices"),
+    _adaptive_values_fake: ("adaptive_max_pool2d_values", "adaptive_max_pool3d_values"),
+    _adaptive_backward_fake: ("adaptive_max_pool2d_backward", "adaptive_max_pool3d_backward"),
+    _adaptive_gather_fake: ("adaptive_gather_by_argmax", "adaptive_gather_by_argmax3d"),
+}.items():
+    for _name in _names:
+        torch.library.register_fake(f"poolx::{_name}", _fake)
+
+# The windowed ops' autograd is registered in C++ (csrc/autograd.cpp); the
+# adaptive ops' is that of the autograd.Functions, whose formulas they share.
+for _function, _names in {
+    _functions.MaxPool2dArgmax: ("adaptive_max_pool2d_argmax", "adaptive_max_pool3d_argmax"),
+    _functions.MaxPool2dIndices: ("adaptive_max_pool2d_indices", "adaptive_max_pool3d_indices"),
+    _functions.MaxPool2dValues: ("adaptive_max_pool2d_values", "adaptive_max_pool3d_values"),
+    _functions.RouteToInput: ("adaptive_max_pool2d_backward", "adaptive_max_pool3d_backward"),
+    _functions.GatherAtArgmax: ("adaptive_gather_by_argmax", "adaptive_gather_by_argmax3d"),
+}.items():
+    for _name in _names:
+        torch.library.register_autograd(f"poolx::{_name}", _function.backward,
+                                        setup_context=_function.setup_context)

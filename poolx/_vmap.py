@@ -26,6 +26,16 @@ TENSOR_ARGS = {
     "argmax_to_indices3d": 1,
     "argmax_to_mask3d": 1,
     "max_unpool3d_argmax": 2,
+    "adaptive_max_pool2d_argmax": 1,
+    "adaptive_max_pool2d_indices": 1,
+    "adaptive_max_pool2d_values": 1,
+    "adaptive_max_pool2d_backward": 2,
+    "adaptive_gather_by_argmax": 2,
+    "adaptive_max_pool3d_argmax": 1,
+    "adaptive_max_pool3d_indices": 1,
+    "adaptive_max_pool3d_values": 1,
+    "adaptive_max_pool3d_backward": 2,
+    "adaptive_gather_by_argmax3d": 2,
 }
 
 

@@ -51,19 +51,20 @@ def max_pool2d(
     bit for bit. No argmax is written at all when no gradient is needed.
     """
     params = geo.pool_params(kernel_size, stride, padding, dilation)
-    return pool(input, params, ceil_mode, return_indices, save)
+    return pool(input, (*params, ceil_mode), return_indices, save)
 
 
-def pool(input, params, ceil_mode, return_indices, save):
-    """max_pool2d or max_pool3d (by the length of the params' kernel) after
-    the arguments were normalized."""
+def pool(input, pool_args, return_indices, save):
+    """Max pooling after the arguments were normalized: windowed, pool_args
+    (kernel, stride, padding, dilation, ceil_mode), or adaptive,
+    (output_size,); 2-D or 3-D by the length of the first."""
     check_save(save, return_indices)
     if return_indices:
-        values, _, indices = pool_indices(input, *params, ceil_mode)
+        values, _, indices = pool_indices(input, *pool_args)
         return values, indices
     if _needs_grad(input) and save == "argmax":
-        return pool_argmax(input, *params, ceil_mode)[0]
-    return pool_values(input, *params, ceil_mode)
+        return pool_argmax(input, *pool_args)[0]
+    return pool_values(input, *pool_args)
 
 
 def max_pool2d_with_argmax(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):

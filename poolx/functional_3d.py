@@ -27,7 +27,7 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     """Same signature, results and gradients as torch.nn.functional.max_pool3d;
     save as in poolx.max_pool2d."""
     params = _params(kernel_size, stride, padding, dilation, "max_pool3d")
-    return f2d.pool(input, params, ceil_mode, return_indices, save)
+    return f2d.pool(input, (*params, ceil_mode), return_indices, save)
 
 
 def max_pool3d_with_argmax(input, kernel_size, stride=None, padding=0, dilation=1,

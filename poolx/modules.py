@@ -5,7 +5,7 @@ pickling) is torch's."""
 
 from torch import nn
 
-from poolx import functional, functional_1d, functional_3d
+from poolx import functional, functional_1d, functional_3d, functional_adaptive
 
 
 class _NamedPoolx:
@@ -85,3 +85,42 @@ class MaxUnpool3d(_NamedPoolx, nn.MaxUnpool3d):
         return functional_3d.max_unpool3d(
             input, indices, self.kernel_size, self.stride, self.padding, output_size
         )
+
+
+class _AdaptiveSaveChoice:
+    """The keyword-only `save` of poolx's adaptive pooling modules."""
+
+    save = "argmax"
+
+    def __init__(self, output_size, return_indices=False, *, save="argmax"):
+        super().__init__(output_size, return_indices)
+        functional.check_save(save, return_indices)
+        self.save = save
+
+    def extra_repr(self):
+        save = "" if self.save == _AdaptiveSaveChoice.save else f", save={self.save}"
+        return super().extra_repr() + save
+
+    def forward(self, input):
+        return self._pool(input, self.output_size, self.return_indices, save=self.save)
+
+
+class AdaptiveMaxPool1d(_NamedPoolx, _AdaptiveSaveChoice, nn.AdaptiveMaxPool1d):
+    """nn.AdaptiveMaxPool1d computed by poolx; same constructor and
+    attributes, and the keyword-only `save`."""
+
+    _pool = staticmethod(functional_adaptive.adaptive_max_pool1d)
+
+
+class AdaptiveMaxPool2d(_NamedPoolx, _AdaptiveSaveChoice, nn.AdaptiveMaxPool2d):
+    """nn.AdaptiveMaxPool2d computed by poolx; same constructor and
+    attributes, and the keyword-only `save`."""
+
+    _pool = staticmethod(functional_adaptive.adaptive_max_pool2d)
+
+
+class AdaptiveMaxPool3d(_NamedPoolx, _AdaptiveSaveChoice, nn.AdaptiveMaxPool3d):
+    """nn.AdaptiveMaxPool3d computed by poolx; same constructor and
+    attributes, and the keyword-only `save`."""
+
+    _pool = staticmethod(functional_adaptive.adaptive_max_pool3d)

@@ -17,17 +17,25 @@ OPINFOS = {
     for op in op_db
     if op.name in ("nn.functional.max_pool1d", "nn.functional.max_pool2d",
                    "nn.functional.max_pool3d", "nn.functional.max_unpool1d",
-                   "nn.functional.max_unpool2d", "nn.functional.max_unpool3d")
+                   "nn.functional.max_unpool2d", "nn.functional.max_unpool3d",
+                   "nn.functional.adaptive_max_pool1d", "nn.functional.adaptive_max_pool2d",
+                   "nn.functional.adaptive_max_pool3d")
 }
 POOLX_FUNCTIONS = {"nn.functional.max_pool1d": poolx.max_pool1d,
                    "nn.functional.max_pool2d": poolx.max_pool2d,
                    "nn.functional.max_pool3d": poolx.max_pool3d,
                    "nn.functional.max_unpool1d": poolx.max_unpool1d,
                    "nn.functional.max_unpool2d": poolx.max_unpool2d,
-                   "nn.functional.max_unpool3d": poolx.max_unpool3d}
+                   "nn.functional.max_unpool3d": poolx.max_unpool3d,
+                   "nn.functional.adaptive_max_pool1d": poolx.adaptive_max_pool1d,
+                   "nn.functional.adaptive_max_pool2d": poolx.adaptive_max_pool2d,
+                   "nn.functional.adaptive_max_pool3d": poolx.adaptive_max_pool3d}
 POOLX_MODULES = {torch.nn.MaxPool1d: poolx.MaxPool1d, torch.nn.MaxPool2d: poolx.MaxPool2d,
                  torch.nn.MaxPool3d: poolx.MaxPool3d, torch.nn.MaxUnpool1d: poolx.MaxUnpool1d,
-                 torch.nn.MaxUnpool2d: poolx.MaxUnpool2d, torch.nn.MaxUnpool3d: poolx.MaxUnpool3d}
+                 torch.nn.MaxUnpool2d: poolx.MaxUnpool2d, torch.nn.MaxUnpool3d: poolx.MaxUnpool3d,
+                 torch.nn.AdaptiveMaxPool1d: poolx.AdaptiveMaxPool1d,
+                 torch.nn.AdaptiveMaxPool2d: poolx.AdaptiveMaxPool2d,
+                 torch.nn.AdaptiveMaxPool3d: poolx.AdaptiveMaxPool3d}
 MODULE_INFOS = [m for m in module_db if m.module_cls in POOLX_MODULES]
 
 

@@ -10,7 +10,8 @@ namespace {
 
 using namespace isa_none;
 
-// A volume's argmax value by value: the rule's tables are those of planes.
+// A volume's argmax value by value, and that of adaptive windows: the rule's
+// tables are those of planes of windows that step.
 template <typename argmax_t>
 bool volume_valid(const argmax_t* argmax, const Layout4d& l, const Pool2dGeometry& g) {
   std::atomic<bool> ok{true};
@@ -25,7 +26,7 @@ bool volume_valid(const argmax_t* argmax, const Layout4d& l, const Pool2dGeometr
 
 template <typename argmax_t>
 bool valid(const argmax_t* argmax, const Layout4d& l, const Pool2dGeometry& g) {
-  if (!g.planar()) return volume_valid(argmax, l, g);
+  if (!g.planar() || g.adaptive()) return volume_valid(argmax, l, g);
   // an output row: out_w windows, of C values each in channels_last
   const int64_t channels = l.channels_last ? l.c : 1;
   const int64_t row_len = l.w * channels, rows = l.numel() / row_len;

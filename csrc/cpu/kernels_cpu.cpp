@@ -27,10 +27,12 @@ bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2d
 
 void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
              const Tensor& indices, const Pool2dGeometry& g) {
-  if (fast_forward(input, values, argmax, indices, g)) return;
+  // (Adaptive axes take the element kernels alone, here and below.)
+  if (!g.adaptive() && fast_forward(input, values, argmax, indices, g)) return;
   // Where index rows do not apply (dilated windows that padding shifts), a
   // volume's fast forward declines the indices: they come from its argmax after.
-  if (indices.defined() && !g.planar() && fast_forward(input, values, argmax, Tensor(), g)) {
+  if (indices.defined() && !g.planar() && !g.adaptive() &&
+      fast_forward(input, values, argmax, Tensor(), g)) {
     argmax_to_indices(argmax, indices, g, /*check=*/false);
     return;
   }
@@ -62,8 +64,10 @@ bool argmax_valid(const Tensor& argmax, const Pool2dGeometry& g) {
 bool backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& grad_input,
               const Pool2dGeometry& g) {
   std::atomic<bool> invalid{false};
-  if (fast_backward(grad_output, argmax, grad_input, g, &invalid)) return !invalid;
-  if (!g.planar()) return scatter_volume(Scatter::kAdd, grad_output, argmax, grad_input, g);
+  if (!g.adaptive()) {
+    if (fast_backward(grad_output, argmax, grad_input, g, &invalid)) return !invalid;
+    if (!g.planar()) return scatter_volume(Scatter::kAdd, grad_output, argmax, grad_input, g);
+  }
   if (!argmax_valid(argmax, g)) return false;
   const Layout4d out_l = layout_of(grad_output), in_l = layout_of(grad_input);
   POOLX_DISPATCH_GRAD_TYPES(grad_output.scalar_type(), "poolx_max_pool2d_backward_cpu", [&] {
@@ -88,7 +92,7 @@ bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2d
   // (The rule's tables, which check windows that reach past the input, are
   // of planes: volumes take the rows where every window lies inside, or
   // where no check is asked for.)
-  if (argmax.scalar_type() == at::kByte && IndexRows::applies(g) &&
+  if (argmax.scalar_type() == at::kByte && !g.adaptive() && IndexRows::applies(g) &&
       (g.planar() || windows_inside(g) || !check)) {
     const Layout4d l = layout_of(argmax);
     const IndexRows rows(argmax.const_data_ptr<uint8_t>(), indices.mutable_data_ptr<int64_t>(),
@@ -146,6 +150,7 @@ bool gather_by_argmax(const Tensor& src, const Tensor& argmax, const Tensor& out
 // which is the whole check where windows tile the input; the scatter checks
 // each run of argmax before it looks taps up.
 bool argmax_to_mask(const Tensor& argmax, const Tensor& mask, const Pool2dGeometry& g) {
+  TORCH_INTERNAL_ASSERT(!g.adaptive(), "argmax_to_mask serves no adaptive pooling");
   if (!g.planar()) return scatter_volume(Scatter::kMark, Tensor(), argmax, mask, g);
   return fast_unpool_by_argmax(Tensor(), argmax, mask, g) ||
          scatter_by_argmax_cpu(Tensor(), argmax, mask, g);
@@ -153,6 +158,7 @@ bool argmax_to_mask(const Tensor& argmax, const Tensor& mask, const Pool2dGeomet
 
 bool max_unpool2d_argmax(const Tensor& values, const Tensor& argmax, const Tensor& out,
                          const Pool2dGeometry& g) {
+  TORCH_INTERNAL_ASSERT(!g.adaptive(), "max_unpool2d_argmax serves no adaptive pooling");
   std::atomic<bool> invalid{false};
   if (fast_unpool_argmax(values, argmax, out, g, &invalid)) return !invalid;
   if (!g.planar()) return scatter_volume(Scatter::kCopy, values, argmax, out, g);

@@ -154,11 +154,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
 // Channels per thread for the channels_last kernels (channel_lanes), or 0
 // where they do not apply: a tensor not channels_last, a volume, or a window
-// of more taps than a 1-byte argmax names.
+// of more taps than a 1-byte argmax names, or adaptive windows.
 template <typename scalar_t>
 int cl_lanes(const Layout4d& a, const Layout4d& b, const Pool2dGeometry& g,
              std::initializer_list<const void*> elements, const void* argmax) {
-  if (!a.channels_last || !b.channels_last || !g.planar() || g.kernel_h * g.kernel_w > 256) {
+  if (!a.channels_last || !b.channels_last || !g.planar() || g.adaptive() ||
+      g.kernel_h * g.kernel_w > 256) {
     return 0;
   }
   return channel_lanes<scalar_t>(a, elements, argmax, /*tap_bytes=*/1);

@@ -47,13 +47,10 @@ struct WindowTaps {
   TapRangeT<I> depths, rows, cols;
 
   POOLX_HD WindowTaps(const Pool2dGeometryT<I>& g, SliceRow<I> o, I ow)
-      : d0(o.d * g.stride_d - g.pad_d), h0(o.h * g.stride_h - g.pad_h),
-        w0(ow * g.stride_w - g.pad_w),
+      : d0(g.axis_d().start(o.d)), h0(g.axis_h().start(o.h)), w0(g.axis_w().start(ow)),
         // planes skip the depth's divisions: these run per element
-        depths(g.planar() ? TapRangeT<I>{0, 1}
-                          : window_taps(d0, g.kernel_d, g.dilation_d, g.in_d)),
-        rows(window_taps(h0, g.kernel_h, g.dilation_h, g.in_h)),
-        cols(window_taps(w0, g.kernel_w, g.dilation_w, g.in_w)) {}
+        depths(g.planar() ? TapRangeT<I>{0, 1} : g.axis_d().taps(o.d, d0)),
+        rows(g.axis_h().taps(o.h, h0)), cols(g.axis_w().taps(ow, w0)) {}
 
   POOLX_HD bool empty() const {
     return depths.begin >= depths.end || rows.begin >= rows.end || cols.begin >= cols.end;
@@ -121,9 +118,8 @@ POOLX_HD InputPos<I> decode_argmax(Same<I> argmax, const Pool2dGeometryT<I>& g, 
                                    Same<I> ow) {
   const Tap<I> k = split_tap(argmax, g);
   const SliceRow<I> o = split_row(oh, g.out_h, g.out_d);
-  return {o.d * g.stride_d - g.pad_d + k.kd * g.dilation_d,
-          o.h * g.stride_h - g.pad_h + k.kh * g.dilation_h,
-          ow * g.stride_w - g.pad_w + k.kw * g.dilation_w};
+  return {g.axis_d().start(o.d) + k.kd * g.dilation_d, g.axis_h().start(o.h) + k.kh * g.dilation_h,
+          g.axis_w().start(ow) + k.kw * g.dilation_w};
 }
 
 // Whether `argmax` names a tap of window (oh, ow) that lies inside the input:
@@ -164,24 +160,21 @@ POOLX_HD void for_each_window_selecting(const argmax_t* argmax_plane, PlaneStrid
                                         Visit&& visit, Same<I> from_oh = 0, Same<I> from_ow = 0) {
   const SliceRow<I> in = split_row(ih, g.in_h, g.in_d);
   const bool planar = g.planar();  // planes skip the depth's divisions
-  const TapRangeT<I> ods =
-      planar ? TapRangeT<I>{0, 1}
-             : windows_covering(in.d, g.kernel_d, g.stride_d, g.pad_d, g.dilation_d, g.out_d);
-  const TapRangeT<I> ohs =
-      windows_covering(in.h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, g.out_h);
-  const TapRangeT<I> ows =
-      windows_covering(iw, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, g.out_w);
+  const AxisT<I> depth = g.axis_d(), height = g.axis_h(), width = g.axis_w();
+  const TapRangeT<I> ods = planar ? TapRangeT<I>{0, 1} : depth.covering(in.d);
+  const TapRangeT<I> ohs = height.covering(in.h);
+  const TapRangeT<I> ows = width.covering(iw);
   for (I od = ods.begin; od < ods.end; ++od) {
-    const I kd = planar ? 0 : tap_of(in.d, od, g.stride_d, g.pad_d, g.dilation_d);
+    const I kd = planar ? 0 : depth.tap(in.d, od);
     if (kd < 0) continue;
     const I first_row = od * g.out_h;  // output row of window (od, 0)
     for (I oh = first_row + ohs.begin > from_oh ? first_row + ohs.begin : from_oh;
          oh < first_row + ohs.end; ++oh) {
-      const I kh = tap_of(in.h, oh - first_row, g.stride_h, g.pad_h, g.dilation_h);
+      const I kh = height.tap(in.h, oh - first_row);
       if (kh < 0) continue;
       for (I ow = oh == from_oh && from_ow > ows.begin ? from_ow : ows.begin; ow < ows.end;
            ++ow) {
-        const I kw = tap_of(iw, ow, g.stride_w, g.pad_w, g.dilation_w);
+        const I kw = width.tap(iw, ow);
         if (kw < 0) continue;
         const I offset = oh * s.h + ow * s.w;
         if (static_cast<I>(argmax_plane[offset]) == (kd * g.kernel_h + kh) * g.kernel_w + kw) {

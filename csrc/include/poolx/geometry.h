@@ -20,6 +20,9 @@ namespace poolx {
 // functions (elements.h) split a row into its depth and height. The 2-D fast
 // paths take the planar geometries alone.
 template <typename I>
+struct AxisT;
+
+template <typename I>
 struct Pool2dGeometryT {
   I in_h, in_w;    // input plane
   I out_h, out_w;  // output plane
@@ -44,6 +47,12 @@ struct Pool2dGeometryT {
   // the 2-D fast paths handle.
   POOLX_HD bool planar() const { return in_d == 1 && out_d == 1 && kernel_d == 1; }
   POOLX_HD I window_size() const { return kernel_d * kernel_h * kernel_w; }
+  // Whether an axis is adaptive (AxisT): only the element functions serve these.
+  POOLX_HD bool adaptive() const { return stride_d == 0 || stride_h == 0 || stride_w == 0; }
+
+  POOLX_HD AxisT<I> axis_d() const { return {in_d, out_d, kernel_d, stride_d, pad_d, dilation_d}; }
+  POOLX_HD AxisT<I> axis_h() const { return {in_h, out_h, kernel_h, stride_h, pad_h, dilation_h}; }
+  POOLX_HD AxisT<I> axis_w() const { return {in_w, out_w, kernel_w, stride_w, pad_w, dilation_w}; }
 };
 using Pool2dGeometry = Pool2dGeometryT<int64_t>;
 
@@ -92,6 +101,43 @@ POOLX_HD I tap_of(I i, Same<I> o, Same<I> stride, Same<I> pad, Same<I> dilation)
   const I offset = i + pad - o * stride;  // >= 0 for the windows that cover i
   const I tap = div_nonneg(offset, dilation);
   return tap * dilation == offset ? tap : -1;
+}
+
+// One axis of a geometry. Its windows step by `stride`, or, where stride is 0
+// (which no pooling argument may be), the axis is adaptive as torch's
+// adaptive max pooling: window o spans [floor(o * in / out),
+// ceil((o + 1) * in / out)), at most `kernel` taps (the widest span), with no
+// padding or dilation. The products take 64 bits: o * in may not fit I.
+template <typename I>
+struct AxisT {
+  I in, out, kernel, stride, pad, dilation;
+
+  POOLX_HD I start(I o) const {
+    return stride != 0 ? o * stride - pad : static_cast<I>(int64_t{o} * in / out);
+  }
+  // The in-bounds taps of window o that starts at `first` (start(o)).
+  POOLX_HD TapRangeT<I> taps(I o, I first) const {
+    if (stride != 0) return window_taps(first, kernel, dilation, in);
+    return {0, static_cast<I>((int64_t{o + 1} * in + out - 1) / out) - first};
+  }
+  // The windows that cover input position i.
+  POOLX_HD TapRangeT<I> covering(I i) const {
+    if (stride != 0) return windows_covering(i, kernel, stride, pad, dilation, out);
+    return {static_cast<I>(int64_t{i} * out / in),
+            static_cast<I>((int64_t{i + 1} * out + in - 1) / in)};
+  }
+  // The tap of window o at input position i (which it covers), or -1.
+  POOLX_HD I tap(I i, I o) const {
+    return stride != 0 ? tap_of(i, o, stride, pad, dilation) : i - start(o);
+  }
+};
+
+// The widest window of an adaptive axis: in / out where that divides, else
+// at most ceil(in / out) + 1 (what every caller takes, so that an argmax
+// means the same to all).
+inline int64_t adaptive_kernel(int64_t in, int64_t out) {
+  if (out <= 0) return 1;
+  return in % out == 0 ? (in / out > 0 ? in / out : 1) : (in + out - 1) / out + 1;
 }
 
 // Outputs [first, last) of an axis whose windows lie wholly inside the input.

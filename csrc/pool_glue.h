@@ -1,0 +1,94 @@
+// The backend-independent glue shared by the windowed ops (ops.cpp) and the
+// adaptive ones (adaptive_ops.cpp), once their arguments became a geometry:
+// batching, allocation in the input's layout, the kernel call, and the error
+// for an argmax a kernel rejects.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <tuple>
+
+#include "argmax_problem.h"
+#include "op_common.h"
+#include "pool_args.h"
+
+namespace poolx {
+namespace op_common {
+
+// What a forward writes beside the values.
+enum class Pooled { kValues, kArgmax, kArgmaxAndIndices };
+
+// The forward of a checked geometry g: (values, argmax, indices), the last
+// two undefined where not asked for.
+template <KernelsFn K, int Dims>
+std::tuple<Tensor, Tensor, Tensor> pool_forward(const Tensor& input, const Pool2dGeometry& g,
+                                                const char* op, Pooled what) {
+  check_pool_dtype(input, "input", op, /*allow_integral=*/true);
+  const at::MemoryFormat format = pool_memory_format(input, Dims);
+  const Tensor in = as_batched(input, format, Dims);
+  const at::TensorOptions opts = layout_of(in, format);
+  const Tensor values = empty_pooled(in, g, opts, Dims);
+  Tensor argmax, indices;
+  if (what != Pooled::kValues) argmax = empty_pooled(in, g, opts.dtype(argmax_dtype(g)), Dims);
+  if (what == Pooled::kArgmaxAndIndices) {
+    indices = empty_pooled(in, g, opts.dtype(at::kLong), Dims);
+  }
+  if (values.numel() > 0) {
+    const KernelView view = kernel_view(g, format);
+    // The planes' indices lack each slice's offset: those come from the argmax.
+    const bool indices_later = indices.defined() && view.slices_as_planes;
+    K().forward(view(in), view(values), view(argmax), indices_later ? Tensor() : view(indices),
+                view.g);
+    if (indices_later) K().argmax_to_indices(folded(argmax), folded(indices), g, false);
+  }
+  return {unbatch_like(values, input, Dims), unbatch_like(argmax, input, Dims),
+          unbatch_like(indices, input, Dims)};
+}
+
+// A kernel that places pooled-shape values at the argmax's taps of an input:
+// the backward and unpool by argmax.
+using PlaceKernel = bool (*)(const Tensor&, const Tensor&, const Tensor&, const Pool2dGeometry&);
+
+template <KernelsFn K, int Dims>
+Tensor place_at_argmax(PlaceKernel kernel, const Tensor& pooled, const Tensor& argmax,
+                       const ArgmaxProblem& p, const char* op) {
+  const Tensor out = empty_unpooled(p.companion, p.g, layout_of(p.companion, p.format), Dims);
+  const KernelView view = kernel_view(p.g, p.format);
+  if (out.numel() > 0 && !kernel(view(p.companion), view(p.argmax), view(out), view.g)) {
+    invalid_argmax<K>(argmax, p, op);
+  }
+  return unbatch_like(out, pooled, Dims);
+}
+
+// Checks that src, an input-shaped tensor, goes with argmax; the spatial
+// sizes of src, for the geometry.
+template <int Dims>
+at::IntArrayRef gather_source_size(const Tensor& src, const Tensor& argmax, const char* op) {
+  TORCH_CHECK(src.dim() == argmax.dim(), op, ": src must have argmax's number of dims (",
+              argmax.dim(), "), but got src.shape=", src.sizes());
+  TORCH_CHECK(src.dim() >= Dims, op, ": src must have at least ", Dims, " dims, but got ",
+              "src.shape=", src.sizes());
+  return src.sizes().slice(src.dim() - Dims);
+}
+
+// Each window's selected element of src, for the argmax problem p.
+template <KernelsFn K, int Dims>
+Tensor gather_at_argmax(const Tensor& src, const Tensor& argmax, const ArgmaxProblem& p,
+                        const char* op) {
+  TORCH_CHECK(src.sizes().slice(0, src.dim() - Dims) ==
+                      argmax.sizes().slice(0, argmax.dim() - Dims) &&
+                  src.device() == argmax.device(),
+              op, ": src and argmax must share batch, channels and device, but got src.shape=",
+              src.sizes(), " on ", src.device(), " and argmax.shape=", argmax.sizes(), " on ",
+              argmax.device());
+  const Tensor src_b = as_batched(src, p.format, Dims);
+  const Tensor out = empty_pooled(src_b, p.g, layout_of(src_b, p.format), Dims);
+  const KernelView view = kernel_view(p.g, p.format);
+  if (out.numel() > 0 && !K().gather_by_argmax(view(src_b), view(p.argmax), view(out), view.g)) {
+    invalid_argmax<K>(argmax, p, op);
+  }
+  return unbatch_like(out, argmax, Dims);
+}
+
+}  // namespace op_common
+}  // namespace poolx
