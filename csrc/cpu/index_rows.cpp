@@ -121,6 +121,7 @@ bool IndexRows::applies(const Pool2dGeometry& g) {
   const bool none_shifted = (g.dilation_d == 1 || g.pad_d == 0) &&
                             (g.dilation_h == 1 || g.pad_h == 0) &&
                             (g.dilation_w == 1 || g.pad_w == 0);
+  if (g.adaptive()) return false;  // windows whose starts do not step
   return none_shifted || (g.planar() && !isa_none::ArgmaxRule(g).any_empty());
 }
 

@@ -27,11 +27,11 @@ bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2d
 
 void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
              const Tensor& indices, const Pool2dGeometry& g) {
-  // (Adaptive axes take the element kernels alone, here and below.)
-  if (!g.adaptive() && fast_forward(input, values, argmax, indices, g)) return;
-  // Where index rows do not apply (dilated windows that padding shifts), a
-  // volume's fast forward declines the indices: they come from its argmax after.
-  if (indices.defined() && !g.planar() && !g.adaptive() &&
+  if (fast_forward(input, values, argmax, indices, g)) return;
+  // Where index rows do not apply (dilated windows that padding shifts,
+  // adaptive ones), a fast forward of a volume or of adaptive windows declines
+  // the indices: they come from its argmax after.
+  if (indices.defined() && (!g.planar() || g.adaptive()) &&
       fast_forward(input, values, argmax, Tensor(), g)) {
     argmax_to_indices(argmax, indices, g, /*check=*/false);
     return;
@@ -56,6 +56,9 @@ int64_t first_invalid_argmax(const Tensor& argmax, const Pool2dGeometry& g) {
                                      layout_of(argmax), g);
 }
 
+// See backward.
+constexpr int64_t kScatterWindow = 64;
+
 bool argmax_valid(const Tensor& argmax, const Pool2dGeometry& g) {
   return poolx::argmax_valid(argmax.const_data_ptr(), argmax.scalar_type() == at::kInt,
                              layout_of(argmax), g);
@@ -64,9 +67,14 @@ bool argmax_valid(const Tensor& argmax, const Pool2dGeometry& g) {
 bool backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& grad_input,
               const Pool2dGeometry& g) {
   std::atomic<bool> invalid{false};
-  if (!g.adaptive()) {
-    if (fast_backward(grad_output, argmax, grad_input, g, &invalid)) return !invalid;
-    if (!g.planar()) return scatter_volume(Scatter::kAdd, grad_output, argmax, grad_input, g);
+  // Windows of many taps (global pooling) and adaptive ones scatter: a zeroed
+  // input and a write per window move less than a pass over every input.
+  const bool scatters = g.adaptive() || g.window_size() >= kScatterWindow;
+  if (!scatters && fast_backward(grad_output, argmax, grad_input, g, &invalid)) {
+    return !invalid;
+  }
+  if (!g.planar() || scatters) {
+    return scatter_volume(Scatter::kAdd, grad_output, argmax, grad_input, g);
   }
   if (!argmax_valid(argmax, g)) return false;
   const Layout4d out_l = layout_of(grad_output), in_l = layout_of(grad_input);
@@ -118,6 +126,10 @@ bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2d
       if (!valid || most >= taps) invalid.store(true, std::memory_order_relaxed);
     });
     return !invalid;
+  }
+  if (!check && g.adaptive() && argmax.scalar_type() == at::kByte) {
+    indices_by_windows(argmax, indices, g);
+    return true;
   }
   if (check && !argmax_valid(argmax, g)) return false;
   dispatch_argmax_type(argmax.scalar_type(), [&](auto* am_tag) {

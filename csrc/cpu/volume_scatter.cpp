@@ -16,23 +16,29 @@
 namespace poolx {
 namespace {
 
-// One axis of the windows: where each starts and which of its taps lie
-// inside the input, worked out once per call instead of once per window.
+// One axis of the windows (stepping or adaptive): where each starts and
+// which of its taps lie inside the input, worked out once per call instead of
+// once per window.
 struct AxisWindows {
   std::vector<int64_t> start;
   std::vector<TapRange> taps;
-  std::vector<char> whole, empty;  // every tap inside; none
+  std::vector<char> whole, empty;  // every tap of the kernel inside; none
 
-  AxisWindows(int64_t out, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation,
-              int64_t in) {
-    for (int64_t o = 0; o < out; ++o) {
-      start.push_back(o * stride - pad);
-      taps.push_back(window_taps(start.back(), kernel, dilation, in));
-      whole.push_back(taps.back().begin == 0 && taps.back().end == kernel);
+  explicit AxisWindows(const AxisT<int64_t>& axis) {
+    for (int64_t o = 0; o < axis.out; ++o) {
+      start.push_back(axis.start(o));
+      taps.push_back(axis.taps(o, start.back()));
+      whole.push_back(taps.back().begin == 0 && taps.back().end == axis.kernel);
       empty.push_back(taps.back().begin >= taps.back().end);
     }
   }
 };
+
+// Whether no input lies in two windows of the axis (adaptive axes here are
+// those whose windows do not tile, and overlap).
+bool windows_disjoint(const AxisT<int64_t>& axis) {
+  return axis.stride != 0 && (axis.kernel - 1) * axis.dilation + 1 <= axis.stride;
+}
 
 // A tap number split into its taps along each axis.
 struct TapAxes {
@@ -43,9 +49,7 @@ struct TapAxes {
 template <Scatter kHow, bool kPlanes, typename T, typename argmax_t>
 bool scatter(const T* from, const argmax_t* argmax, T* to, const Layout4d& out_l,
              const Pool2dGeometry& g) {
-  const AxisWindows ds(g.out_d, g.kernel_d, g.stride_d, g.pad_d, g.dilation_d, g.in_d);
-  const AxisWindows hs(g.out_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, g.in_h);
-  const AxisWindows ws(g.out_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, g.in_w);
+  const AxisWindows ds(g.axis_d()), hs(g.axis_h()), ws(g.axis_w());
   // a plane (NCDHW) or an image (channels_last_3d) of C interleaved channels
   const int64_t C = kPlanes ? 1 : out_l.c, groups = kPlanes ? out_l.n * out_l.c : out_l.n;
   const int64_t in_group = g.in_d * g.in_h * g.in_w * C;
@@ -64,9 +68,14 @@ bool scatter(const T* from, const argmax_t* argmax, T* to, const Layout4d& out_l
   std::vector<int64_t> tap_offset(256);
   for (int64_t a = 0; a < 256; ++a) tap_offset[a] = tap_pixels.offset[a] * C;
   // window o's value (or mark) into input `at`
-  const auto place = [from](T* dst, int64_t at, int64_t o) {
+  // Where no two windows share an input, a gradient adds to the zero alone:
+  // no read of the input back.
+  const bool disjoint = windows_disjoint(g.axis_d()) && windows_disjoint(g.axis_h()) &&
+                        windows_disjoint(g.axis_w());
+  const auto place = [from, disjoint](T* dst, int64_t at, int64_t o) {
     if constexpr (kHow == Scatter::kAdd) {
-      dst[at] = static_cast<T>(static_cast<acc_t<T>>(dst[at]) + static_cast<acc_t<T>>(from[o]));
+      const acc_t<T> sum = disjoint ? acc_t<T>(0) : static_cast<acc_t<T>>(dst[at]);
+      dst[at] = static_cast<T>(sum + static_cast<acc_t<T>>(from[o]));
     } else if constexpr (kHow == Scatter::kCopy) {
       dst[at] = from[o];
     } else {
@@ -75,10 +84,17 @@ bool scatter(const T* from, const argmax_t* argmax, T* to, const Layout4d& out_l
   };
   std::atomic<bool> invalid{false};
   at::parallel_for(0, groups, 1, [&](int64_t begin, int64_t end) {
+    // Disjoint windows read no input back: the task's groups are zeroed at
+    // once (a call per small plane costs more). Others zero each group as
+    // they reach it, which is then in the cache for the adds.
+    if (disjoint) {
+      std::memset(static_cast<void*>(to + begin * in_group), 0,
+                  (end - begin) * in_group * sizeof(T));
+    }
     for (int64_t group = begin; group < end && !invalid.load(std::memory_order_relaxed);
          ++group) {
       T* dst = to + group * in_group;
-      std::memset(static_cast<void*>(dst), 0, in_group * sizeof(T));
+      if (!disjoint) std::memset(static_cast<void*>(dst), 0, in_group * sizeof(T));
       int64_t o = group * out_group;
       for (int64_t od = 0; od < g.out_d; ++od) {
         for (int64_t oh = 0; oh < g.out_h; ++oh) {
@@ -111,8 +127,12 @@ bool scatter(const T* from, const argmax_t* argmax, T* to, const Layout4d& out_l
                 invalid.store(true, std::memory_order_relaxed);
                 return;
               }
-              place(dst, first + ((kd * g.dilation_d * g.in_h + kh * g.dilation_h) * g.in_w +
-                                  kw * g.dilation_w) * C + c, o + c);
+              const int64_t offset =
+                  sizeof(argmax_t) == 1
+                      ? tap_offset[a]
+                      : ((kd * g.dilation_d * g.in_h + kh * g.dilation_h) * g.in_w +
+                         kw * g.dilation_w) * C;
+              place(dst, first + offset + c, o + c);
             }
           }
         }
@@ -123,6 +143,27 @@ bool scatter(const T* from, const argmax_t* argmax, T* to, const Layout4d& out_l
 }
 
 }  // namespace
+
+void indices_by_windows(const at::Tensor& argmax, const at::Tensor& indices,
+                        const Pool2dGeometry& g) {
+  const AxisWindows ds(g.axis_d()), hs(g.axis_h()), ws(g.axis_w());
+  const TapTable taps(g);
+  const Layout4d l = layout_of(argmax);  // rows: out_d * out_h
+  const uint8_t* const am = argmax.const_data_ptr<uint8_t>();
+  int64_t* const idx = indices.mutable_data_ptr<int64_t>();
+  // a row of windows of one plane (NCHW) or of C channels (channels_last)
+  const int64_t C = l.channels_last ? l.c : 1, rows = l.numel() / (l.w * C);
+  at::parallel_for(0, rows, std::max<int64_t>(1, 4096 / (l.w * C)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t row = r % l.h, od = row / g.out_h, oh = row % g.out_h;
+      const int64_t row_first = (ds.start[od] * g.in_h + hs.start[oh]) * g.in_w;
+      for (int64_t ow = 0, o = r * l.w * C; ow < l.w; ++ow) {
+        const int64_t first = row_first + ws.start[ow];
+        for (int64_t c = 0; c < C; ++c, ++o) idx[o] = first + taps.offset[am[o]];
+      }
+    }
+  });
+}
 
 bool scatter_volume(Scatter how, const at::Tensor& from, const at::Tensor& argmax,
                     const at::Tensor& to, const Pool2dGeometry& g) {

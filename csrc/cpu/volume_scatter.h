@@ -21,4 +21,10 @@ enum class Scatter { kAdd, kCopy, kMark };
 bool scatter_volume(Scatter how, const at::Tensor& from, const at::Tensor& argmax,
                     const at::Tensor& to, const Pool2dGeometry& g);
 
+// int64 indices ((d * in_h + h) * in_w + w) of a forward's own 1-byte argmax,
+// unchecked, windows placed as the element functions place them: for
+// adaptive windows, which index rows do not cover.
+void indices_by_windows(const at::Tensor& argmax, const at::Tensor& indices,
+                        const Pool2dGeometry& g);
+
 }  // namespace poolx

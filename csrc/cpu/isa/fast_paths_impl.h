@@ -10,6 +10,7 @@
 #include "backward_kernels.h"
 #include "backward_scatter.h"
 #include "forward_by_pixels.h"
+#include "forward_by_windows.h"
 #include "forward_kernels.h"
 #include "tiled_rows.h"
 #include "tiled_rows_backward.h"
@@ -58,6 +59,17 @@ inline bool forward(const FastForwardArgs& a) {
   const bool quads = kVectorBuild && !cl && tiles_volume(g) && g.kernel_w == 4;
   // volumes: the tiled rows, channels_last along C, and NCDHW rows of stride 1 or 2
   const bool nchw_rows = (g.stride_w == 1 || g.stride_w == 2) && g.dilation_w == 1;
+  // NCHW windows that few outputs of a row share: wide ones (global pooling)
+  // and adaptive ones, reduced along their own rows
+  if (!cl && a.dtype != c10::ScalarType::Double && g.dilation_w == 1 &&
+      (g.adaptive() || (row_c == 0 && !quads && !nchw_rows && g.window_size() >= kWideWindow))) {
+    return dispatch_fast_types(a.dtype, [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      a.argmax ? forward_by_windows<T, true>(a) : forward_by_windows<T, false>(a);
+    });
+  }
+  // other adaptive windows: channels_last alone places them (the others step)
+  if (g.adaptive() && (!cl || a.dtype == c10::ScalarType::Double)) return false;
   if (!g.planar() &&
       (a.dtype == c10::ScalarType::Double || (row_c == 0 && !quads && !cl && !nchw_rows))) {
     return false;

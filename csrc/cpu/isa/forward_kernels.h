@@ -93,7 +93,7 @@ void forward_nchw(const FastForwardArgs& a) {
   });
 }
 
-// channels_last, any geometry: one output pixel per step, kLanes channels
+// channels_last, any geometry (adaptive too): one output pixel per step, kLanes channels
 // per vector; volumes (channels_last_3d, depth-folded: geometry.h) loop over
 // their window's slices too. kTile2x2: 2x2 windows tiling the input (no
 // padding, dilation or cut window), one or two slices deep, whose tap loops
@@ -128,21 +128,19 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
     const auto pool_row = [&](int64_t r) {
       const int64_t oh = r % g.out_h, slab = r / g.out_h;  // slab: image * out_d + od
       const T* image = in + (slab / g.out_d) * image_stride;
-      const int64_t d0 = slab % g.out_d * g.stride_d - g.pad_d, h0 = oh * g.stride_h - g.pad_h;
-      const TapRange taps_d = kTile2x2 || g.planar()
-                                  ? TapRange{0, depth_taps}
-                                  : window_taps(d0, depth_taps, g.dilation_d, g.in_d);
-      const TapRange taps_h =
-          kTile2x2 ? TapRange{0, 2} : window_taps(h0, g.kernel_h, dilation_h, g.in_h);
+      // (adaptive axes too: AxisT places their windows)
+      const int64_t od = slab % g.out_d, d0 = g.axis_d().start(od), h0 = g.axis_h().start(oh);
+      const TapRange taps_d =
+          kTile2x2 || g.planar() ? TapRange{0, depth_taps} : g.axis_d().taps(od, d0);
+      const TapRange taps_h = kTile2x2 ? TapRange{0, 2} : g.axis_h().taps(oh, h0);
       int64_t indexed = 0;  // pixels of this row whose indices are written
       for (int64_t ow = 0; ow < g.out_w; ++ow) {
         if (index_rows != nullptr && ow - indexed >= index_group) {
           index_rows->convert(r, indexed, ow);
           indexed = ow;
         }
-        const int64_t w0 = ow * g.stride_w - g.pad_w;
-        const TapRange taps_w =
-            kTile2x2 ? TapRange{0, 2} : window_taps(w0, kernel_w, dilation_w, g.in_w);
+        const int64_t w0 = g.axis_w().start(ow);
+        const TapRange taps_w = kTile2x2 ? TapRange{0, 2} : g.axis_w().taps(ow, w0);
         const int64_t o = (r * g.out_w + ow) * C;
         const int64_t first_tap =
             (taps_d.begin * g.kernel_h + taps_h.begin) * kernel_w + taps_w.begin;

@@ -1,0 +1,143 @@
+// NCHW forward of wide windows: global pooling (classification heads, whose
+// window is the whole plane) and adaptive windows, few to a row, which the
+// row paths cannot fill vectors with. Each window is reduced along its rows:
+// the max in vectors (NaN propagating), then, for the argmax (or a zero,
+// whose sign is the first tap's), the first tap equal to it, or the last NaN
+// where there is one: max_pool2d_forward_elem's rule, found by vector compares.
+#pragma once
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <limits>
+
+#include "forward_kernels.h"
+
+namespace poolx {
+namespace POOLX_ISA_NAMESPACE {
+
+// NCHW windows of this many taps or more that no row path covers take
+// forward_by_windows (adaptive ones whatever their size).
+constexpr int64_t kWideWindow = 16;
+
+// The lanes of n elements from p, -inf past n.
+template <typename T>
+C10_ALWAYS_INLINE Vec load_or_lowest(const T* p, int64_t n) {
+  const Vec v = load_float(p, n);
+  return n >= kLanes ? v : Vec::set(Vec(-std::numeric_limits<float>::infinity()), v, n);
+}
+
+// A window of an NCHW plane (or folded volume): its rows of `cols` taps.
+template <typename T>
+struct WindowRows {
+  const T* plane;
+  int64_t d0, h0, w0, slice, in_w;
+  TapRange depths, rows, cols;
+  int64_t kernel_h, kernel_w, dilation_d, dilation_h;
+
+  const T* row(int64_t kd, int64_t kh) const {
+    return plane + (d0 + kd * dilation_d) * slice + (h0 + kh * dilation_h) * in_w + w0;
+  }
+  int64_t tap(int64_t kd, int64_t kh, int64_t kw) const {
+    return (kd * kernel_h + kh) * kernel_w + kw;
+  }
+
+  float max() const {
+    Vec best(-std::numeric_limits<float>::infinity());
+    for (int64_t kd = depths.begin; kd < depths.end; ++kd) {
+      for (int64_t kh = rows.begin; kh < rows.end; ++kh) {
+        const T* p = row(kd, kh);
+        for (int64_t kw = cols.begin; kw < cols.end; kw += kLanes) {
+          best = at::vec::maximum(best, load_or_lowest(p + kw, cols.end - kw));
+        }
+      }
+    }
+    float lanes[kLanes];
+    best.store(lanes);
+    float m = lanes[0];
+    for (int64_t i = 1; i < kLanes; ++i) m = std::isnan(m) || lanes[i] < m ? m : lanes[i];
+    return m;
+  }
+
+  // The first tap holding `m` (which the window holds), in row-major order.
+  int64_t first_equal(float m) const {
+    const Vec target(m);
+    for (int64_t kd = depths.begin; kd < depths.end; ++kd) {
+      for (int64_t kh = rows.begin; kh < rows.end; ++kh) {
+        const T* p = row(kd, kh);
+        for (int64_t kw = cols.begin; kw < cols.end; kw += kLanes) {
+          const int64_t n = std::min(kLanes, cols.end - kw);
+          // lanes unequal to m (and those past n) are zero in the compare
+          const int hits = ~(load_float(p + kw, n) == target).zero_mask() &
+                           static_cast<int>((int64_t{1} << n) - 1);
+          if (hits != 0) return tap(kd, kh, kw + __builtin_ctz(hits));
+        }
+      }
+    }
+    return tap(depths.begin, rows.begin, cols.begin);  // unreachable: m is in the window
+  }
+
+  // The last tap holding a NaN (which the window holds).
+  int64_t last_nan() const {
+    for (int64_t kd = depths.end - 1; kd >= depths.begin; --kd) {
+      for (int64_t kh = rows.end - 1; kh >= rows.begin; --kh) {
+        const T* p = row(kd, kh);
+        const int64_t span = cols.end - cols.begin;
+        for (int64_t kw = cols.begin + (span - 1) / kLanes * kLanes; kw >= cols.begin;
+             kw -= kLanes) {
+          const int64_t n = std::min(kLanes, cols.end - kw);
+          const int nans = ~load_float(p + kw, n).isnan().zero_mask() &
+                           static_cast<int>((int64_t{1} << n) - 1);
+          if (nans != 0) return tap(kd, kh, kw + 31 - __builtin_clz(nans));
+        }
+      }
+    }
+    return tap(depths.begin, rows.begin, cols.begin);  // unreachable: NaN is in the window
+  }
+};
+
+template <typename T, bool kArgmax>
+void forward_by_windows(const FastForwardArgs& a) {
+  const Pool2dGeometry g = a.g;
+  const T* const in = static_cast<const T*>(a.input);
+  T* const out = static_cast<T*>(a.values);
+  uint8_t* const argmax = a.argmax;
+  const int64_t rows = a.out_l.numel() / g.out_w, slice = g.in_h * g.in_w;
+  const AxisT<int64_t> depth = g.axis_d(), height = g.axis_h(), width = g.axis_w();
+  at::parallel_for(0, rows, grain_for(g.out_w * g.window_size()), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t oh = r % g.out_h, slab = r / g.out_h, od = slab % g.out_d;
+      WindowRows<T> w{in + slab / g.out_d * g.in_d * slice, depth.start(od), height.start(oh),
+                      0, slice, g.in_w, {0, 1}, {}, {}, g.kernel_h, g.kernel_w, g.dilation_d,
+                      g.dilation_h};
+      if (!g.planar()) w.depths = depth.taps(od, w.d0);
+      w.rows = height.taps(oh, w.h0);
+      for (int64_t ow = 0; ow < g.out_w; ++ow) {
+        w.w0 = width.start(ow);
+        w.cols = width.taps(ow, w.w0);
+        const int64_t o = r * g.out_w + ow;
+        if (w.depths.begin >= w.depths.end || w.rows.begin >= w.rows.end ||
+            w.cols.begin >= w.cols.end) {  // a window in the padding alone
+          out[o] = static_cast<T>(-std::numeric_limits<float>::infinity());
+          if (kArgmax) argmax[o] = static_cast<uint8_t>(w.tap(w.depths.begin, w.rows.begin,
+                                                              w.cols.begin));
+          continue;
+        }
+        const float m = w.max();
+        if (!kArgmax && m != 0.f) {
+          out[o] = static_cast<T>(m);
+          continue;
+        }
+        const int64_t tap = std::isnan(m) ? w.last_nan() : w.first_equal(m);
+        const Tap<int64_t> k = split_tap(tap, g);
+        out[o] = *(w.row(k.kd, k.kh) + k.kw);
+        if (kArgmax) argmax[o] = static_cast<uint8_t>(tap);
+      }
+      if (kArgmax && a.index_rows != nullptr) a.index_rows->convert(r);
+    }
+    if (kArgmax && a.index_rows != nullptr) a.index_rows->publish();
+  });
+}
+
+}  // namespace POOLX_ISA_NAMESPACE
+}  // namespace poolx
