@@ -91,6 +91,12 @@ bool scatter(const T* from, const argmax_t* argmax, T* to, const Layout4d& out_l
       std::memset(static_cast<void*>(to + begin * in_group), 0,
                   (end - begin) * in_group * sizeof(T));
     }
+    // locals, which the stores through dst cannot alias
+    const TapAxes* const split_taps = table.data();
+    const int64_t* const offsets = tap_offset.data();
+    const TapRange* const w_taps = ws.taps.data();
+    const int64_t* const w_start = ws.start.data();
+    const char *const w_whole = ws.whole.data(), *const w_empty = ws.empty.data();
     for (int64_t group = begin; group < end && !invalid.load(std::memory_order_relaxed);
          ++group) {
       T* dst = to + group * in_group;
@@ -104,24 +110,24 @@ bool scatter(const T* from, const argmax_t* argmax, T* to, const Layout4d& out_l
           const bool row_whole = sizeof(argmax_t) == 1 && ds.whole[od] && hs.whole[oh];
           const int64_t row_first = (ds.start[od] * g.in_h + hs.start[oh]) * g.in_w;
           for (int64_t ow = 0; ow < g.out_w; ++ow, o += C) {
-            if (row_empty || ws.empty[ow]) continue;  // any value; no tap to write
-            const int64_t first = (row_first + ws.start[ow]) * C;
+            if (row_empty || w_empty[ow]) continue;  // any value; no tap to write
+            const int64_t first = (row_first + w_start[ow]) * C;
             // a window wholly inside: any tap below `taps` is one of its inputs
-            if (row_whole && ws.whole[ow]) {
+            if (row_whole && w_whole[ow]) {
               for (int64_t c = 0; c < C; ++c) {
                 const int64_t a = static_cast<int64_t>(argmax[o + c]);
                 if (a >= taps) {
                   invalid.store(true, std::memory_order_relaxed);
                   return;
                 }
-                place(dst, first + tap_offset[a] + c, o + c);
+                place(dst, first + offsets[a] + c, o + c);
               }
               continue;
             }
-            const TapRange tw = ws.taps[ow];
+            const TapRange tw = w_taps[ow];
             for (int64_t c = 0; c < C; ++c) {
               const int64_t a = static_cast<int64_t>(argmax[o + c]);
-              const auto [kd, kh, kw] = sizeof(argmax_t) == 1 ? table[a] : split(a);
+              const auto [kd, kh, kw] = sizeof(argmax_t) == 1 ? split_taps[a] : split(a);
               if (a < 0 || a >= taps || kd < td.begin || kd >= td.end || kh < th.begin ||
                   kh >= th.end || kw < tw.begin || kw >= tw.end) {
                 invalid.store(true, std::memory_order_relaxed);
@@ -129,7 +135,7 @@ bool scatter(const T* from, const argmax_t* argmax, T* to, const Layout4d& out_l
               }
               const int64_t offset =
                   sizeof(argmax_t) == 1
-                      ? tap_offset[a]
+                      ? offsets[a]
                       : ((kd * g.dilation_d * g.in_h + kh * g.dilation_h) * g.in_w +
                          kw * g.dilation_w) * C;
               place(dst, first + offset + c, o + c);
