@@ -78,13 +78,7 @@ Pool2dGeometry adaptive_forward_geometry(const at::Tensor& input, at::IntArrayRe
 
 Pool2dGeometry adaptive_output_geometry(const at::Tensor& output, at::IntArrayRef input_size,
                                         at::IntArrayRef output_size, const char* op, int dims) {
-  TORCH_CHECK(output.dim() == dims + 1 || output.dim() == dims + 2, op, ": expected a ",
-              dims + 1, "D or ", dims + 2, "D pooled tensor, but got shape ", output.sizes());
-  TORCH_CHECK(input_size.size() == size_t(dims), op, ": input_size must name the input's ",
-              dims == 3 ? "(D, H, W)" : "(H, W)", ", but got ", input_size);
-  for (const int64_t v : input_size) {
-    TORCH_CHECK(v > 0, op, ": input_size must be positive, but got ", input_size);
-  }
+  check_pooled_and_input_size(output, input_size, op, dims);
   check_numel_fits(output.sizes().slice(0, output.dim() - dims), input_size, "input_size", op);
   TORCH_CHECK(output.sizes().slice(output.dim() - dims) == output_size, op, ": output_size=",
               output_size, " must be the pooled tensor's, but the given tensor has size ",

@@ -16,25 +16,10 @@ using at::IntArrayRef;
 using at::Tensor;
 using namespace op_common;
 
-template <int Dims>
-struct AdaptiveNames;
-template <>
-struct AdaptiveNames<2> {
-  static constexpr const char* pool = "adaptive_max_pool2d";
-  static constexpr const char* backward = "adaptive_max_pool2d_backward";
-  static constexpr const char* gather = "adaptive_gather_by_argmax";
-};
-template <>
-struct AdaptiveNames<3> {
-  static constexpr const char* pool = "adaptive_max_pool3d";
-  static constexpr const char* backward = "adaptive_max_pool3d_backward";
-  static constexpr const char* gather = "adaptive_gather_by_argmax3d";
-};
-
 template <KernelsFn K, int Dims>
 std::tuple<Tensor, Tensor, Tensor> adaptive_forward(const Tensor& input, IntArrayRef output_size,
                                                     Pooled what) {
-  const char* op = AdaptiveNames<Dims>::pool;
+  const char* op = Names<Dims>::adaptive_pool;
   const Pool2dGeometry g = adaptive_forward_geometry(input, output_size, op, Dims);
   // torch's adaptive pooling takes floating point inputs only
   check_pool_dtype(input, "input", op, /*allow_integral=*/false);
@@ -61,7 +46,7 @@ Tensor adaptive_values(const Tensor& input, IntArrayRef output_size) {
 template <KernelsFn K, int Dims>
 Tensor adaptive_backward(const Tensor& grad_output, const Tensor& argmax,
                          IntArrayRef input_size, IntArrayRef output_size) {
-  const char* op = AdaptiveNames<Dims>::backward;
+  const char* op = Names<Dims>::adaptive_backward;
   check_pool_dtype(grad_output, "grad_output", op, /*allow_integral=*/false);
   const Pool2dGeometry g =
       adaptive_output_geometry(grad_output, input_size, output_size, op, Dims);
@@ -71,7 +56,7 @@ Tensor adaptive_backward(const Tensor& grad_output, const Tensor& argmax,
 
 template <KernelsFn K, int Dims>
 Tensor adaptive_gather(const Tensor& src, const Tensor& argmax, IntArrayRef output_size) {
-  const char* op = AdaptiveNames<Dims>::gather;
+  const char* op = Names<Dims>::adaptive_gather;
   const IntArrayRef src_size = gather_source_size<Dims>(src, argmax, op);
   const Pool2dGeometry g = adaptive_output_geometry(argmax, src_size, output_size, op, Dims);
   return gather_at_argmax<K, Dims>(src, argmax, argmax_problem(argmax, Tensor(), g, op, Dims),
@@ -80,12 +65,12 @@ Tensor adaptive_gather(const Tensor& src, const Tensor& argmax, IntArrayRef outp
 
 template <KernelsFn K, int Dims>
 void register_adaptive(torch::Library& m) {
-  const std::string pool = AdaptiveNames<Dims>::pool;
+  const std::string pool = Names<Dims>::adaptive_pool;
   m.impl((pool + "_argmax").c_str(), &adaptive_argmax<K, Dims>);
   m.impl((pool + "_indices").c_str(), &adaptive_indices<K, Dims>);
   m.impl((pool + "_values").c_str(), &adaptive_values<K, Dims>);
-  m.impl(AdaptiveNames<Dims>::backward, &adaptive_backward<K, Dims>);
-  m.impl(AdaptiveNames<Dims>::gather, &adaptive_gather<K, Dims>);
+  m.impl(Names<Dims>::adaptive_backward, &adaptive_backward<K, Dims>);
+  m.impl(Names<Dims>::adaptive_gather, &adaptive_gather<K, Dims>);
 }
 
 template <KernelsFn K>

@@ -18,28 +18,6 @@ using at::IntArrayRef;
 using at::Tensor;
 using namespace op_common;
 
-// The op names of each dimensionality.
-template <int Dims>
-struct Names;
-template <>
-struct Names<2> {
-  static constexpr const char* pool = "max_pool2d";
-  static constexpr const char* backward = "max_pool2d_backward";
-  static constexpr const char* unpool_argmax = "max_unpool2d_argmax";
-  static constexpr const char* gather = "gather_by_argmax";
-  static constexpr const char* indices = "argmax_to_indices";
-  static constexpr const char* mask = "argmax_to_mask";
-};
-template <>
-struct Names<3> {
-  static constexpr const char* pool = "max_pool3d";
-  static constexpr const char* backward = "max_pool3d_backward";
-  static constexpr const char* unpool_argmax = "max_unpool3d_argmax";
-  static constexpr const char* gather = "gather_by_argmax3d";
-  static constexpr const char* indices = "argmax_to_indices3d";
-  static constexpr const char* mask = "argmax_to_mask3d";
-};
-
 // The forward after torch's checks of the windowed pooling's arguments.
 template <KernelsFn K, int Dims>
 std::tuple<Tensor, Tensor, Tensor> pool_forward(const Tensor& input, const PoolParams& params,

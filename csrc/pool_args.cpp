@@ -188,8 +188,8 @@ Pool2dGeometry forward_geometry(const at::Tensor& input, const PoolParams& p, co
   return g;
 }
 
-Pool2dGeometry output_geometry(const at::Tensor& output, at::IntArrayRef input_size,
-                               const PoolParams& p, const char* op, int dims) {
+void check_pooled_and_input_size(const at::Tensor& output, at::IntArrayRef input_size,
+                                 const char* op, int dims) {
   TORCH_CHECK(output.dim() == dims + 1 || output.dim() == dims + 2, op, ": expected a ",
               dims + 1, "D or ", dims + 2, "D pooled tensor, but got shape ", output.sizes());
   TORCH_CHECK(input_size.size() == size_t(dims), op, ": input_size must name the input's ",
@@ -197,6 +197,11 @@ Pool2dGeometry output_geometry(const at::Tensor& output, at::IntArrayRef input_s
   for (const int64_t v : input_size) {
     TORCH_CHECK(v > 0, op, ": input_size must be positive, but got ", input_size);
   }
+}
+
+Pool2dGeometry output_geometry(const at::Tensor& output, at::IntArrayRef input_size,
+                               const PoolParams& p, const char* op, int dims) {
+  check_pooled_and_input_size(output, input_size, op, dims);
   Pool2dGeometry g = window_params(p, op, dims);
   check_window_values(g, dims);
   finish_geometry(g, input_size, p, op);

@@ -28,6 +28,11 @@ Pool2dGeometry forward_geometry(const at::Tensor& input, const PoolParams& p, co
 Pool2dGeometry output_geometry(const at::Tensor& output, at::IntArrayRef input_size,
                                const PoolParams& p, const char* op, int dims);
 
+// Checks that `output` is a batched or unbatched pooled tensor of `dims`
+// spatial dims and input_size names as many positive sizes.
+void check_pooled_and_input_size(const at::Tensor& output, at::IntArrayRef input_size,
+                                 const char* op, int dims);
+
 // Adaptive max pooling (geometry.h's AxisT) of an input to output_size, with
 // torch's checks and messages: each axis steps as windowed pooling does where
 // its size divides evenly (and takes the windowed fast paths), else is

@@ -15,6 +15,34 @@
 namespace poolx {
 namespace op_common {
 
+// The op names of each dimensionality.
+template <int Dims>
+struct Names;
+template <>
+struct Names<2> {
+  static constexpr const char* pool = "max_pool2d";
+  static constexpr const char* backward = "max_pool2d_backward";
+  static constexpr const char* unpool_argmax = "max_unpool2d_argmax";
+  static constexpr const char* gather = "gather_by_argmax";
+  static constexpr const char* indices = "argmax_to_indices";
+  static constexpr const char* mask = "argmax_to_mask";
+  static constexpr const char* adaptive_pool = "adaptive_max_pool2d";
+  static constexpr const char* adaptive_backward = "adaptive_max_pool2d_backward";
+  static constexpr const char* adaptive_gather = "adaptive_gather_by_argmax";
+};
+template <>
+struct Names<3> {
+  static constexpr const char* pool = "max_pool3d";
+  static constexpr const char* backward = "max_pool3d_backward";
+  static constexpr const char* unpool_argmax = "max_unpool3d_argmax";
+  static constexpr const char* gather = "gather_by_argmax3d";
+  static constexpr const char* indices = "argmax_to_indices3d";
+  static constexpr const char* mask = "argmax_to_mask3d";
+  static constexpr const char* adaptive_pool = "adaptive_max_pool3d";
+  static constexpr const char* adaptive_backward = "adaptive_max_pool3d_backward";
+  static constexpr const char* adaptive_gather = "adaptive_gather_by_argmax3d";
+};
+
 // What a forward writes beside the values.
 enum class Pooled { kValues, kArgmax, kArgmaxAndIndices };
 

@@ -5,6 +5,7 @@ import torch
 from poolx import _functions
 from poolx import _geometry as geo
 from poolx import _library  # noqa: F401  (loads the ops registered here)
+from poolx.functional_adaptive import check_nonempty
 
 
 def _empty_like_layout(like, shape, dtype=None, dims=2):
@@ -124,11 +125,7 @@ def _check_adaptive_input(input, output_size, op):
     if input.dim() not in (dims + 1, dims + 2):
         raise RuntimeError(f"{op}(): Expected {dims + 1}D or {dims + 2}D tensor, but got: "
                            f"{list(input.shape)}")
-    for i in range(1, input.dim()):
-        if input.shape[i] == 0:
-            raise RuntimeError(f"{op}(): Expected input to have non-zero size for non-batch "
-                               f"dimensions, but input has sizes {list(input.shape)} with "
-                               f"dimension {i} being empty")
+    check_nonempty(input, op)
     for s in output_size:
         if s < 0:  # torch's words, from allocating the output
             shape = [*input.shape[:-dims], *output_size]

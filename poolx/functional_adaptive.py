@@ -49,6 +49,16 @@ def _check_ints(sizes, output_size, op):
                             f"output_size={output_size!r}")
 
 
+def check_nonempty(input, op):
+    """torch's check that every dimension but the first (batch, or an
+    unbatched input's channels) has elements."""
+    for i in range(1, input.dim()):
+        if input.shape[i] == 0:
+            raise RuntimeError(f"{op}(): Expected input to have non-zero size for non-batch "
+                               f"dimensions, but input has sizes {list(input.shape)} with "
+                               f"dimension {i} being empty")
+
+
 def adaptive_max_pool2d(input, output_size, return_indices=False, *, save="argmax"):
     """Same signature, results and gradients as
     torch.nn.functional.adaptive_max_pool2d; `save` as for poolx.max_pool2d."""
@@ -71,11 +81,7 @@ def adaptive_max_pool1d(input, output_size, return_indices=False, *, save="argma
     if input.dim() not in (2, 3):
         raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.dim()}-dimensional "
                            f"tensor for argument #1 'self' (while checking arguments for {op})")
-    for i in range(1, input.dim()):
-        if input.shape[i] == 0:
-            raise RuntimeError(f"{op}(): Expected input to have non-zero size for non-batch "
-                               f"dimensions, but input has sizes {list(input.shape)} with "
-                               f"dimension {i} being empty")
+    check_nonempty(input, op)
     out = f2d.pool(input.unsqueeze(-2), ((1, length),), return_indices, save)
     if return_indices:
         return out[0].squeeze(-2), out[1].squeeze(-2)
