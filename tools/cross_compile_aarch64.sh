@@ -17,8 +17,9 @@ fi
 torch_dir="$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
 out="$(mktemp -d -t poolx-aarch64.XXXXXX)"
 trap 'rm -rf "$out"' EXIT
-sources=(csrc/ops.cpp csrc/autograd.cpp csrc/pool_args.cpp csrc/cuda/no_cuda.cpp csrc/cpu/*.cpp
-         csrc/cpu/isa/fast_paths_default.cpp)
+sources=()
+for src in csrc/*.cpp; do [ "$src" = csrc/module.cpp ] || sources+=("$src"); done
+sources+=(csrc/cuda/no_cuda.cpp csrc/cpu/*.cpp csrc/cpu/isa/fast_paths_default.cpp)
 pids=()
 for src in "${sources[@]}"; do
   "$cxx" -std=c++20 -O2 -fopenmp -Wall -Wno-psabi -Wno-unknown-pragmas -Werror=return-type -Icsrc/include \
