@@ -3,6 +3,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <atomic>
 #include <type_traits>
 #include <cstring>
@@ -12,27 +13,10 @@
 #include "../tensor_layout.h"
 #include "poolx/elements.h"
 #include "tap_table.h"
+#include "window_table.h"
 
 namespace poolx {
 namespace {
-
-// One axis of the windows (stepping or adaptive): where each starts and
-// which of its taps lie inside the input, worked out once per call instead of
-// once per window.
-struct AxisWindows {
-  std::vector<int64_t> start;
-  std::vector<TapRange> taps;
-  std::vector<char> whole, empty;  // every tap of the kernel inside; none
-
-  explicit AxisWindows(const AxisT<int64_t>& axis) {
-    for (int64_t o = 0; o < axis.out; ++o) {
-      start.push_back(axis.start(o));
-      taps.push_back(axis.taps(o, start.back()));
-      whole.push_back(taps.back().begin == 0 && taps.back().end == axis.kernel);
-      empty.push_back(taps.back().begin >= taps.back().end);
-    }
-  }
-};
 
 // Whether no input lies in two windows of the axis (adaptive axes here are
 // those whose windows do not tile, and overlap).
@@ -49,7 +33,9 @@ struct TapAxes {
 template <Scatter kHow, bool kPlanes, typename T, typename argmax_t>
 bool scatter(const T* from, const argmax_t* argmax, T* to, const Layout4d& out_l,
              const Pool2dGeometry& g) {
-  const AxisWindows ds(g.axis_d()), hs(g.axis_h()), ws(g.axis_w());
+  const AxisWindows axes[3]{AxisWindows(g.axis_d()), AxisWindows(g.axis_h()),
+                            AxisWindows(g.axis_w())};
+  const auto& [ds, hs, ws] = axes;
   // a plane (NCDHW) or an image (channels_last_3d) of C interleaved channels
   const int64_t C = kPlanes ? 1 : out_l.c, groups = kPlanes ? out_l.n * out_l.c : out_l.n;
   const int64_t in_group = g.in_d * g.in_h * g.in_w * C;
@@ -72,16 +58,22 @@ bool scatter(const T* from, const argmax_t* argmax, T* to, const Layout4d& out_l
   // no read of the input back.
   const bool disjoint = windows_disjoint(g.axis_d()) && windows_disjoint(g.axis_h()) &&
                         windows_disjoint(g.axis_w());
-  const auto place = [from, disjoint](T* dst, int64_t at, int64_t o) {
+  const auto place = [from, disjoint](T* at, int64_t o) {
     if constexpr (kHow == Scatter::kAdd) {
-      const acc_t<T> sum = disjoint ? acc_t<T>(0) : static_cast<acc_t<T>>(dst[at]);
-      dst[at] = static_cast<T>(sum + static_cast<acc_t<T>>(from[o]));
+      const acc_t<T> sum = disjoint ? acc_t<T>(0) : static_cast<acc_t<T>>(*at);
+      *at = static_cast<T>(sum + static_cast<acc_t<T>>(from[o]));
     } else if constexpr (kHow == Scatter::kCopy) {
-      dst[at] = from[o];
+      *at = from[o];
     } else {
-      dst[at] = true;
+      *at = true;
     }
   };
+  constexpr bool kByteArgmax = std::is_same_v<argmax_t, uint8_t>;
+  if (const int64_t chunk =
+          WindowTable::chunk_groups(g, axes, in_group, sizeof(T), kByteArgmax)) {
+    return scatter_by_table<kPlanes>(argmax, to, WindowTable(g, axes, C, chunk, kByteArgmax), chunk,
+                            groups, in_group, out_group, C, place);
+  }
   std::atomic<bool> invalid{false};
   at::parallel_for(0, groups, 1, [&](int64_t begin, int64_t end) {
     // Disjoint windows read no input back: the task's groups are zeroed at
@@ -110,7 +102,15 @@ bool scatter(const T* from, const argmax_t* argmax, T* to, const Layout4d& out_l
           const bool row_whole = sizeof(argmax_t) == 1 && ds.whole[od] && hs.whole[oh];
           const int64_t row_first = (ds.start[od] * g.in_h + hs.start[oh]) * g.in_w;
           for (int64_t ow = 0; ow < g.out_w; ++ow, o += C) {
-            if (row_empty || w_empty[ow]) continue;  // any value; no tap to write
+            if (row_empty || w_empty[ow]) {  // any tap number; no tap to write
+              for (int64_t c = 0; c < C; ++c) {
+                if (static_cast<uint64_t>(argmax[o + c]) >= static_cast<uint64_t>(taps)) {
+                  invalid.store(true, std::memory_order_relaxed);
+                  return;
+                }
+              }
+              continue;
+            }
             const int64_t first = (row_first + w_start[ow]) * C;
             // a window wholly inside: any tap below `taps` is one of its inputs
             if (row_whole && w_whole[ow]) {
@@ -120,7 +120,7 @@ bool scatter(const T* from, const argmax_t* argmax, T* to, const Layout4d& out_l
                   invalid.store(true, std::memory_order_relaxed);
                   return;
                 }
-                place(dst, first + offsets[a] + c, o + c);
+                place(dst + first + offsets[a] + c, o + c);
               }
               continue;
             }
@@ -138,7 +138,7 @@ bool scatter(const T* from, const argmax_t* argmax, T* to, const Layout4d& out_l
                       ? offsets[a]
                       : ((kd * g.dilation_d * g.in_h + kh * g.dilation_h) * g.in_w +
                          kw * g.dilation_w) * C;
-              place(dst, first + offset + c, o + c);
+              place(dst + first + offset + c, o + c);
             }
           }
         }
