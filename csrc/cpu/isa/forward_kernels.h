@@ -215,14 +215,12 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
               }
             }
           };
-          // general windows' pixels of up to 256 bytes: every line of a tap
-          // in one pass (as pool_vectors below); a tiled window's four taps
-          // go a line at a time
-          const bool small_pixels = !kTile2x2 && C * static_cast<int64_t>(sizeof(T)) <= 256;
-          for (; small_pixels && c0 + 8 * kLanes <= C; c0 += 8 * kLanes) {
+          // a general window's taps 256 bytes per pass (as pool_vectors
+          // below); a tiled window's four taps go a line at a time
+          for (; !kTile2x2 && c0 + 8 * kLanes <= C; c0 += 8 * kLanes) {
             pool_pairs(c0, std::integral_constant<int64_t, 4>{});
           }
-          for (; small_pixels && c0 + 4 * kLanes <= C; c0 += 4 * kLanes) {
+          for (; !kTile2x2 && c0 + 4 * kLanes <= C; c0 += 4 * kLanes) {
             pool_pairs(c0, std::integral_constant<int64_t, 2>{});
           }
           for (; c0 + 2 * kLanes <= C; c0 += 2 * kLanes) {
@@ -248,24 +246,22 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
             }
           }
         };
-        // Pixels of up to 256 bytes in a general window go 256 bytes per pass
-        // (eight vectors at most: one pass for 64 float32 channels on AVX2
-        // and AVX-512), then four vectors: their taps lie close together, and
-        // fewer passes over them save the per-tap work. Wider pixels go one
-        // cache line of each tap's channels per pass: four AVX-512 float32
-        // vectors read the taps' streams in strides the prefetchers follow
-        // worse. The four taps of a tiled 2x2 window cost little to address,
-        // and vectors of 32 bytes or more go one by one there; 16-byte ones
+        // A general window's taps go 256 bytes per pass (eight vectors at
+        // most: one pass for 64 float32 channels on AVX2 and AVX-512), then
+        // four vectors: fewer passes over the taps save the per-tap work,
+        // which a pass of one cache line per tap of wide pixels spent on
+        // every 64 bytes (global pooling, 3x3 windows of 256-512 channels).
+        // The four taps of a tiled 2x2 window cost little to address, and
+        // vectors of 32 bytes or more go one by one there; 16-byte ones
         // (16-bit types on AVX2) still gain by whole lines.
         constexpr int64_t kLine =
             kTile2x2 && kVectorBytes >= 32 ? 1 : std::max<int64_t>(1, 64 / kVectorBytes);
         if constexpr (!kTile2x2) {
           constexpr int64_t kPixelPass = std::min<int64_t>(8, 256 / kVectorBytes);
-          const bool small_pixels = C * static_cast<int64_t>(sizeof(T)) <= 256;
-          for (; small_pixels && c0 + kPixelPass * kLanes <= C; c0 += kPixelPass * kLanes) {
+          for (; c0 + kPixelPass * kLanes <= C; c0 += kPixelPass * kLanes) {
             pool_vectors(c0, std::integral_constant<int64_t, kPixelPass>{}, kLanes);
           }
-          for (; small_pixels && c0 + 4 * kLanes <= C; c0 += 4 * kLanes) {
+          for (; c0 + 4 * kLanes <= C; c0 += 4 * kLanes) {
             pool_vectors(c0, std::integral_constant<int64_t, 4>{}, kLanes);
           }
         }
