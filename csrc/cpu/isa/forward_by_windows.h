@@ -7,6 +7,7 @@
 #pragma once
 
 #include <ATen/Parallel.h>
+#include <ATen/cpu/vec/functional.h>
 
 #include <cmath>
 #include <limits>
@@ -52,16 +53,36 @@ struct WindowRows {
         }
       }
     }
-    float lanes[kLanes];
-    best.store(lanes);
-    float m = lanes[0];
-    for (int64_t i = 1; i < kLanes; ++i) m = std::isnan(m) || lanes[i] < m ? m : lanes[i];
-    return m;
+    // NaN propagates through any order of maxima; of +0 and -0 either is
+    // m (the value stored is the tap's own, found by first_equal)
+    return at::vec::vec_reduce_all<float>(
+        [](const Vec& x, const Vec& y) { return at::vec::maximum(x, y); }, best);
   }
 
   // The first tap holding `m` (which the window holds), in row-major order.
-  int64_t first_equal(float m) const {
+  Tap<int64_t> first_equal(float m) const {
     const Vec target(m);
+    if (cols.end - cols.begin <= kLanes) {
+      // A vector a row: four rows' hits at once, 16 bits each, so that the
+      // row holding m costs no mispredicted exit per row (small adaptive
+      // windows, where it is any row of the window).
+      const int64_t n = cols.end - cols.begin;
+      const uint64_t lanes = (uint64_t{1} << n) - 1;
+      for (int64_t kd = depths.begin; kd < depths.end; ++kd) {
+        for (int64_t kh = rows.begin; kh < rows.end; kh += 4) {
+          uint64_t hits = 0;
+          for (int64_t j = std::min<int64_t>(4, rows.end - kh) - 1; j >= 0; --j) {
+            const uint64_t row_hits = ~static_cast<uint64_t>(
+                (load_float(row(kd, kh + j) + cols.begin, n) == target).zero_mask());
+            hits = hits << 16 | (row_hits & lanes);
+          }
+          if (hits != 0) {
+            const int at = __builtin_ctzll(hits);
+            return {kd, kh + at / 16, cols.begin + at % 16};
+          }
+        }
+      }
+    }
     for (int64_t kd = depths.begin; kd < depths.end; ++kd) {
       for (int64_t kh = rows.begin; kh < rows.end; ++kh) {
         const T* p = row(kd, kh);
@@ -70,15 +91,15 @@ struct WindowRows {
           // lanes unequal to m (and those past n) are zero in the compare
           const int hits = ~(load_float(p + kw, n) == target).zero_mask() &
                            static_cast<int>((int64_t{1} << n) - 1);
-          if (hits != 0) return tap(kd, kh, kw + __builtin_ctz(hits));
+          if (hits != 0) return {kd, kh, kw + __builtin_ctz(hits)};
         }
       }
     }
-    return tap(depths.begin, rows.begin, cols.begin);  // unreachable: m is in the window
+    return {depths.begin, rows.begin, cols.begin};  // unreachable: m is in the window
   }
 
   // The last tap holding a NaN (which the window holds).
-  int64_t last_nan() const {
+  Tap<int64_t> last_nan() const {
     for (int64_t kd = depths.end - 1; kd >= depths.begin; --kd) {
       for (int64_t kh = rows.end - 1; kh >= rows.begin; --kh) {
         const T* p = row(kd, kh);
@@ -88,11 +109,11 @@ struct WindowRows {
           const int64_t n = std::min(kLanes, cols.end - kw);
           const int nans = ~load_float(p + kw, n).isnan().zero_mask() &
                            static_cast<int>((int64_t{1} << n) - 1);
-          if (nans != 0) return tap(kd, kh, kw + 31 - __builtin_clz(nans));
+          if (nans != 0) return {kd, kh, kw + 31 - __builtin_clz(nans)};
         }
       }
     }
-    return tap(depths.begin, rows.begin, cols.begin);  // unreachable: NaN is in the window
+    return {depths.begin, rows.begin, cols.begin};  // unreachable: NaN is in the window
   }
 };
 
@@ -128,10 +149,10 @@ void forward_by_windows(const FastForwardArgs& a) {
           out[o] = static_cast<T>(m);
           continue;
         }
-        const int64_t tap = std::isnan(m) ? w.last_nan() : w.first_equal(m);
-        const Tap<int64_t> k = split_tap(tap, g);
+        // the tap found by its position, not its number divided
+        const Tap<int64_t> k = std::isnan(m) ? w.last_nan() : w.first_equal(m);
         out[o] = *(w.row(k.kd, k.kh) + k.kw);
-        if (kArgmax) argmax[o] = static_cast<uint8_t>(tap);
+        if (kArgmax) argmax[o] = static_cast<uint8_t>(w.tap(k.kd, k.kh, k.kw));
       }
       if (kArgmax && a.index_rows != nullptr) a.index_rows->convert(r);
     }
