@@ -59,18 +59,34 @@ def check_nonempty(input, op):
                                f"dimension {i} being empty")
 
 
+def _pool_args(input, sizes):
+    """The adaptive ops' (output_size,); or, where every axis of a batched
+    floating-point input divides (heads: 7x7 to 1, 200 to 1), max pooling's
+    arguments for the same windows, whose ops' autograd runs in C++ and saves
+    a small head the Python Function's host time. Compiled and exported code
+    keeps the adaptive ops (no guard on symbolic sizes dividing)."""
+    spatial = input.shape[2:]
+    if (torch.compiler.is_compiling() or input.dim() != len(sizes) + 2
+            or not input.is_floating_point() or 0 in input.shape[1:]
+            or not all(type(n) is int and type(s) is int and s > 0 and n % s == 0
+                       for n, s in zip(spatial, sizes))):
+        return (sizes,)
+    kernel = tuple(n // s for n, s in zip(spatial, sizes))
+    return kernel, kernel, (0,) * len(sizes), (1,) * len(sizes), False
+
+
 def adaptive_max_pool2d(input, output_size, return_indices=False, *, save="argmax"):
     """Same signature, results and gradients as
     torch.nn.functional.adaptive_max_pool2d; `save` as for poolx.max_pool2d."""
     sizes = _output_size(input, output_size, 2, "adaptive_max_pool2d")
-    return f2d.pool(input, (sizes,), return_indices, save)
+    return f2d.pool(input, _pool_args(input, sizes), return_indices, save)
 
 
 def adaptive_max_pool3d(input, output_size, return_indices=False, *, save="argmax"):
     """Same signature, results and gradients as
     torch.nn.functional.adaptive_max_pool3d; `save` as for poolx.max_pool2d."""
     sizes = _output_size(input, output_size, 3, "adaptive_max_pool3d")
-    return f2d.pool(input, (sizes,), return_indices, save)
+    return f2d.pool(input, _pool_args(input, sizes), return_indices, save)
 
 
 def adaptive_max_pool1d(input, output_size, return_indices=False, *, save="argmax"):
@@ -82,7 +98,8 @@ def adaptive_max_pool1d(input, output_size, return_indices=False, *, save="argma
         raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.dim()}-dimensional "
                            f"tensor for argument #1 'self' (while checking arguments for {op})")
     check_nonempty(input, op)
-    out = f2d.pool(input.unsqueeze(-2), ((1, length),), return_indices, save)
+    rows = input.unsqueeze(-2)
+    out = f2d.pool(rows, _pool_args(rows, (1, length)), return_indices, save)
     if return_indices:
         return out[0].squeeze(-2), out[1].squeeze(-2)
     return out.squeeze(-2)
