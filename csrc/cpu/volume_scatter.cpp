@@ -40,19 +40,6 @@ bool scatter(const T* from, const argmax_t* argmax, T* to, const Layout4d& out_l
   const int64_t C = kPlanes ? 1 : out_l.c, groups = kPlanes ? out_l.n * out_l.c : out_l.n;
   const int64_t in_group = g.in_d * g.in_h * g.in_w * C;
   const int64_t out_group = g.out_d * g.out_h * g.out_w * C;
-  const int64_t plane_taps = g.kernel_h * g.kernel_w, taps = g.window_size();
-  const auto split = [&](int64_t a) {
-    return TapAxes{a / plane_taps, a % plane_taps / g.kernel_w, a % g.kernel_w};
-  };
-  // a 1-byte argmax's split and offset in its window looked up, not divided
-  std::vector<TapAxes> table;
-  if (sizeof(argmax_t) == 1) {
-    for (int64_t a = 0; a < 256; ++a) table.push_back(split(a));
-  }
-  // each 1-byte tap's offset in elements: pixels of C channels apart
-  const TapTable tap_pixels(g);
-  std::vector<int64_t> tap_offset(256);
-  for (int64_t a = 0; a < 256; ++a) tap_offset[a] = tap_pixels.offset[a] * C;
   // window o's value (or mark) into input `at`
   // Where no two windows share an input, a gradient adds to the zero alone:
   // no read of the input back.
@@ -71,9 +58,22 @@ bool scatter(const T* from, const argmax_t* argmax, T* to, const Layout4d& out_l
   constexpr bool kByteArgmax = std::is_same_v<argmax_t, uint8_t>;
   if (const int64_t chunk =
           WindowTable::chunk_groups(g, axes, in_group, sizeof(T), kByteArgmax)) {
-    return scatter_by_table<kPlanes>(argmax, to, WindowTable(g, axes, C, chunk, kByteArgmax), chunk,
-                            groups, in_group, out_group, C, place);
+    return scatter_by_table<kPlanes>(argmax, to, WindowTable(g, axes, C, chunk, kByteArgmax),
+                                     chunk, groups, in_group, out_group, C, place);
   }
+  const int64_t plane_taps = g.kernel_h * g.kernel_w, taps = g.window_size();
+  const auto split = [&](int64_t a) {
+    return TapAxes{a / plane_taps, a % plane_taps / g.kernel_w, a % g.kernel_w};
+  };
+  // a 1-byte argmax's split and offset in its window looked up, not divided
+  std::vector<TapAxes> table;
+  if (sizeof(argmax_t) == 1) {
+    for (int64_t a = 0; a < 256; ++a) table.push_back(split(a));
+  }
+  // each 1-byte tap's offset in elements: pixels of C channels apart
+  const TapTable tap_pixels(g);
+  std::vector<int64_t> tap_offset(256);
+  for (int64_t a = 0; a < 256; ++a) tap_offset[a] = tap_pixels.offset[a] * C;
   std::atomic<bool> invalid{false};
   at::parallel_for(0, groups, 1, [&](int64_t begin, int64_t end) {
     // Disjoint windows read no input back: the task's groups are zeroed at

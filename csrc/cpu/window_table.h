@@ -71,30 +71,32 @@ class WindowTable {
       : row(row_of(g, byte_argmax)), windows(g.out_d * g.out_h * g.out_w),
         direct(row == 256 && byte_argmax), entry(groups * windows * row, kInvalid) {
     const auto& [ds, hs, ws] = axes;
-    const auto inside = [](int64_t k, TapRange r) { return k >= r.begin && k < r.end; };
     uint32_t* at = entry.data();
-    for (int64_t group = 0; group < groups; ++group) {
-      for (int64_t od = 0; od < g.out_d; ++od) {
-        for (int64_t oh = 0; oh < g.out_h; ++oh) {
-          for (int64_t ow = 0; ow < g.out_w; ++ow, at += row) {
-            for (int64_t kd = 0, a = 0; kd < g.kernel_d; ++kd) {
-              for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
-                for (int64_t kw = 0; kw < g.kernel_w; ++kw, ++a) {
-                  if (!inside(kd, ds.taps[od]) || !inside(kh, hs.taps[oh]) ||
-                      !inside(kw, ws.taps[ow])) {
-                    continue;
-                  }
-                  const int64_t d = ds.start[od] + kd * g.dilation_d;
-                  const int64_t h = hs.start[oh] + kh * g.dilation_h;
-                  const int64_t w = ws.start[ow] + kw * g.dilation_w;
-                  at[a] = static_cast<uint32_t>(
-                      ((group * g.in_d + d) * g.in_h + h) * g.in_w * C + w * C);
-                }
+    // the first group's windows, tap by tap inside each
+    for (int64_t od = 0; od < g.out_d; ++od) {
+      for (int64_t oh = 0; oh < g.out_h; ++oh) {
+        for (int64_t ow = 0; ow < g.out_w; ++ow, at += row) {
+          const TapRange td = ds.taps[od], th = hs.taps[oh], tw = ws.taps[ow];
+          for (int64_t kd = td.begin; kd < td.end; ++kd) {
+            const int64_t d = ds.start[od] + kd * g.dilation_d;
+            for (int64_t kh = th.begin; kh < th.end; ++kh) {
+              const int64_t h = hs.start[oh] + kh * g.dilation_h;
+              for (int64_t kw = tw.begin; kw < tw.end; ++kw) {
+                const int64_t w = ws.start[ow] + kw * g.dilation_w;
+                at[(kd * g.kernel_h + kh) * g.kernel_w + kw] =
+                    static_cast<uint32_t>(((d * g.in_h + h) * g.in_w + w) * C);
               }
             }
           }
         }
       }
+    }
+    // the others: the first's, a group further on (built per call, so cheaply)
+    const int64_t group_entries = windows * row;
+    const auto in_group = static_cast<uint32_t>(g.in_d * g.in_h * g.in_w * C);
+    for (int64_t i = group_entries; i < groups * group_entries; ++i) {
+      const uint32_t first = entry[i - group_entries];
+      entry[i] = first == kInvalid ? kInvalid : first + in_group;
     }
   }
 
