@@ -113,6 +113,11 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
   const int64_t row_stride = g.in_w * C, slice_stride = g.in_h * row_stride;
   const int64_t image_stride = g.in_d * slice_stride, depth_taps = g.kernel_d;
   const bool prefetch = worth_prefetching<T>(a.in_l.numel());
+  // Each tap is prefetched where it will be two windows later (or
+  // kPrefetchBytes ahead, the more): wide pixels (1-D windows of 128-512
+  // channels, 2-D ones of 512) step past a fixed lead within one window.
+  const int64_t lead =
+      std::max(kPrefetchBytes, 2 * g.stride_w * C * static_cast<int64_t>(sizeof(T)));
   constexpr int64_t kVectorBytes = kLanes * static_cast<int64_t>(sizeof(T));
   const IndexRows* const index_rows = kArgmax ? a.index_rows : nullptr;
   // argmax rows read back for the indices stay in the cache
@@ -155,7 +160,7 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
             const auto slice_taps = [&](const T* p, int64_t tap, auto first) {
               if (prefetch) {
                 for (const T* q : {p, p + C, p + row_stride, p + row_stride + C}) {
-                  prefetch_ahead(q, pass_bytes);
+                  prefetch_ahead(q, pass_bytes, lead);
                 }
               }
               visit(p, tap, first);
@@ -173,7 +178,7 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
                 const T* row = slice + (h0 + kh * dilation_h) * row_stride;
                 for (int64_t kw = taps_w.begin; kw < taps_w.end; ++kw) {
                   const T* p = row + (w0 + kw * dilation_w) * C;
-                  if (prefetch) prefetch_ahead(p, pass_bytes);
+                  if (prefetch) prefetch_ahead(p, pass_bytes, lead);
                   visit(p, (kd * g.kernel_h + kh) * kernel_w + kw, std::false_type{});
                 }
               }

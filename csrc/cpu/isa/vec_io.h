@@ -75,11 +75,12 @@ inline void prefetch_ahead(const T* p) {
 }
 
 // The same for each cache line of a read of `bytes` from p, not only the
-// first: the hardware prefetcher alone leaves the others to miss.
+// first: the hardware prefetcher alone leaves the others to miss; `lead`
+// bytes ahead.
 template <typename T>
-inline void prefetch_ahead(const T* p, int64_t bytes) {
-  const char* first = reinterpret_cast<const char*>(p);
-  for (int64_t at = 0; at < bytes; at += 64) prefetch_ahead(first + at);
+inline void prefetch_ahead(const T* p, int64_t bytes, int64_t lead = kPrefetchBytes) {
+  const char* first = reinterpret_cast<const char*>(p) + lead;
+  for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(first + at);
 }
 
 // An input this small is likely in the caches already, where prefetches
