@@ -1,7 +1,7 @@
 // The adaptive max pooling operators: schemas and glue. Their geometry
 // (adaptive_args.cpp) feeds the kernels of windowed pooling, whose element
 // functions place adaptive windows (geometry.h's AxisT). Their autograd is
-// registered from Python (poolx/_registrations.py).
+// the windowed ops' C++ Functions (autograd.cpp).
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 

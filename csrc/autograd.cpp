@@ -43,10 +43,7 @@ std::tuple<Tensor, Tensor, Tensor> max_pool_indices(const Tensor& input, IntArra
   return {out[0], out[1], out[2]};
 }
 
-template <int Dims>
-Tensor max_pool_values(const Tensor& input, IntArrayRef kernel, IntArrayRef stride,
-                       IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
-  const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode, Dims);
+Tensor pool_values(const Tensor& input, const PoolArgs& args) {
   if (!tracked(input)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return args.pool_values(input);
@@ -55,15 +52,26 @@ Tensor max_pool_values(const Tensor& input, IntArrayRef kernel, IntArrayRef stri
 }
 
 template <int Dims>
-Tensor max_pool_backward(const Tensor& grad_output, const Tensor& argmax,
-                         SymIntArrayRef input_hw, IntArrayRef kernel, IntArrayRef stride,
-                         IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
-  const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode, Dims);
+Tensor max_pool_values(const Tensor& input, IntArrayRef kernel, IntArrayRef stride,
+                       IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  return pool_values(input, pool_args(kernel, stride, padding, dilation, ceil_mode, Dims));
+}
+
+Tensor route_to_input(const Tensor& grad_output, const Tensor& argmax, SymIntArrayRef input_hw,
+                      const PoolArgs& args) {
   if (!tracked(grad_output)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return args.route_to_input(grad_output, argmax, input_hw);
   }
   return RouteToInput::apply(grad_output, argmax, input_hw, args);
+}
+
+template <int Dims>
+Tensor max_pool_backward(const Tensor& grad_output, const Tensor& argmax,
+                         SymIntArrayRef input_hw, IntArrayRef kernel, IntArrayRef stride,
+                         IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  return route_to_input(grad_output, argmax, input_hw,
+                        pool_args(kernel, stride, padding, dilation, ceil_mode, Dims));
 }
 
 template <int Dims>
@@ -106,16 +114,50 @@ Tensor max_unpool2d_backward(const Tensor& grad_output, const Tensor& indices) {
   return grad_output.flatten(-2).gather(-1, indices.flatten(-2)).view_symint(indices.sym_sizes());
 }
 
-template <int Dims>
-Tensor gather_by_argmax(const Tensor& src, const Tensor& argmax, IntArrayRef kernel,
-                        IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
-                        bool ceil_mode) {
-  const PoolArgs args = pool_args(kernel, stride, padding, dilation, ceil_mode, Dims);
+Tensor gather_at_argmax(const Tensor& src, const Tensor& argmax, const PoolArgs& args) {
   if (!tracked(src)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return args.gather_at_argmax(src, argmax);
   }
   return GatherAtArgmax::apply(src, argmax, args);
+}
+
+template <int Dims>
+Tensor gather_by_argmax(const Tensor& src, const Tensor& argmax, IntArrayRef kernel,
+                        IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
+                        bool ceil_mode) {
+  return gather_at_argmax(src, argmax,
+                          pool_args(kernel, stride, padding, dilation, ceil_mode, Dims));
+}
+
+// The adaptive ops: the same Functions, with the output size for arguments.
+template <int Dims>
+std::tuple<Tensor, Tensor> adaptive_argmax(const Tensor& input, SymIntArrayRef output_size) {
+  const auto out = pool_with_argmax(input, adaptive_args(output_size, Dims), false);
+  return {out[0], out[1]};
+}
+
+template <int Dims>
+std::tuple<Tensor, Tensor, Tensor> adaptive_indices(const Tensor& input,
+                                                    SymIntArrayRef output_size) {
+  const auto out = pool_with_argmax(input, adaptive_args(output_size, Dims), true);
+  return {out[0], out[1], out[2]};
+}
+
+template <int Dims>
+Tensor adaptive_values(const Tensor& input, SymIntArrayRef output_size) {
+  return pool_values(input, adaptive_args(output_size, Dims));
+}
+
+template <int Dims>
+Tensor adaptive_backward(const Tensor& grad_output, const Tensor& argmax,
+                         SymIntArrayRef input_size, SymIntArrayRef output_size) {
+  return route_to_input(grad_output, argmax, input_size, adaptive_args(output_size, Dims));
+}
+
+template <int Dims>
+Tensor adaptive_gather(const Tensor& src, const Tensor& argmax, SymIntArrayRef output_size) {
+  return gather_at_argmax(src, argmax, adaptive_args(output_size, Dims));
 }
 
 }  // namespace
@@ -135,6 +177,16 @@ TORCH_LIBRARY_IMPL(poolx, Autograd, m) {
   m.impl("gather_by_argmax3d", &poolx::gather_by_argmax<3>);
   m.impl("max_unpool3d_argmax", &poolx::max_unpool_argmax<3>);
   m.impl("max_unpool2d", &poolx::max_unpool2d);
+  m.impl("adaptive_max_pool2d_argmax", &poolx::adaptive_argmax<2>);
+  m.impl("adaptive_max_pool2d_indices", &poolx::adaptive_indices<2>);
+  m.impl("adaptive_max_pool2d_values", &poolx::adaptive_values<2>);
+  m.impl("adaptive_max_pool2d_backward", &poolx::adaptive_backward<2>);
+  m.impl("adaptive_gather_by_argmax", &poolx::adaptive_gather<2>);
+  m.impl("adaptive_max_pool3d_argmax", &poolx::adaptive_argmax<3>);
+  m.impl("adaptive_max_pool3d_indices", &poolx::adaptive_indices<3>);
+  m.impl("adaptive_max_pool3d_values", &poolx::adaptive_values<3>);
+  m.impl("adaptive_max_pool3d_backward", &poolx::adaptive_backward<3>);
+  m.impl("adaptive_gather_by_argmax3d", &poolx::adaptive_gather<3>);
 }
 
 TORCH_LIBRARY_IMPL(poolx, CompositeImplicitAutograd, m) {

@@ -4,8 +4,7 @@ formulas that the ops carry in C++ (csrc/autograd.cpp, the same formulas),
 these have a forward-mode rule (jvp: the tangent gathered at each window's
 argmax) and a vmap rule, so torch.func.grad/vjp/jvp/vmap and forward-mode AD
 work as with torch's max_pool2d. Every other call goes to the ops directly
-(_call below). The adaptive ops' reverse mode is these Functions' too
-(_registrations.py)."""
+(_call below)."""
 
 import torch
 

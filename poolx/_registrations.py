@@ -1,8 +1,8 @@
-"""Fake (meta) kernels of the torch.ops.poolx operators, and the adaptive ops' autograd."""
+"""Fake (meta) kernels of the torch.ops.poolx operators. (Their reverse-mode
+autograd is registered in C++: csrc/autograd.cpp.)"""
 
 import torch
 
-from poolx import _functions
 from poolx import _geometry as geo
 from poolx import _library  # noqa: F401  (loads the ops registered here)
 from poolx.functional_adaptive import check_nonempty
@@ -190,16 +190,3 @@ for _fake, _names in {
 }.items():
     for _name in _names:
         torch.library.register_fake(f"poolx::{_name}", _fake)
-
-# The windowed ops' autograd is registered in C++ (csrc/autograd.cpp); the
-# adaptive ops' is that of the autograd.Functions, whose formulas they share.
-for _function, _names in {
-    _functions.MaxPool2dArgmax: ("adaptive_max_pool2d_argmax", "adaptive_max_pool3d_argmax"),
-    _functions.MaxPool2dIndices: ("adaptive_max_pool2d_indices", "adaptive_max_pool3d_indices"),
-    _functions.MaxPool2dValues: ("adaptive_max_pool2d_values", "adaptive_max_pool3d_values"),
-    _functions.RouteToInput: ("adaptive_max_pool2d_backward", "adaptive_max_pool3d_backward"),
-    _functions.GatherAtArgmax: ("adaptive_gather_by_argmax", "adaptive_gather_by_argmax3d"),
-}.items():
-    for _name in _names:
-        torch.library.register_autograd(f"poolx::{_name}", _function.backward,
-                                        setup_context=_function.setup_context)

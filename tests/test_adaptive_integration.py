@@ -69,6 +69,29 @@ def test_gradcheck_to_second_order_with_forward_ad(case):
         assert torch.autograd.gradgradcheck(fn, (x,))
 
 
+@pytest.mark.parametrize("save, node", [("argmax", "MaxPool2dArgmax"),
+                                        ("recompute", "MaxPool2dValues")])
+@pytest.mark.parametrize("case", ["2d overlapping", "3d overlapping"])
+def test_reverse_mode_runs_in_cpp_and_compiled_autograd(case, save, node):
+    """The adaptive ops' backward is the windowed ops' C++ autograd nodes,
+    traceable by compiled autograd, with the gradients of torch."""
+    from torch._dynamo import compiled_autograd
+
+    shape, output_size = CASES[case]
+    name = f"adaptive_max_pool{len(output_size)}d"
+    x = torch.randn(shape).requires_grad_()
+    x_ref = x.detach().clone().requires_grad_()
+    out = getattr(poolx, name)(x, output_size, save=save)
+    out_ref = getattr(F, name)(x_ref, output_size)
+    assert out.grad_fn.name() == f"torch::autograd::CppNode<poolx::{node}>"
+    grad = torch.randn_like(out)
+    torch._dynamo.reset()
+    with compiled_autograd._enable(torch.compile(backend="aot_eager", fullgraph=True)):
+        out.backward(grad)
+    out_ref.backward(grad)
+    torch.testing.assert_close(x.grad, x_ref.grad, **EXACT)
+
+
 def test_torch_func_transforms_match_torch():
     x = torch.randn(2, 3, 7, 9, dtype=torch.float64)
     ours = lambda t: poolx.adaptive_max_pool2d(t, (3, 4))  # noqa: E731
