@@ -69,7 +69,7 @@ class WindowTable {
   WindowTable(const Pool2dGeometry& g, const AxisWindows (&axes)[3], int64_t C, int64_t groups,
               bool byte_argmax)
       : row(row_of(g, byte_argmax)), windows(g.out_d * g.out_h * g.out_w),
-        direct(row == 256 && byte_argmax), entry(windows * row, kInvalid) {
+        direct(row == 256 && byte_argmax), entry(groups * windows * row, kInvalid) {
     const auto& [ds, hs, ws] = axes;
     uint32_t* at = entry.data();
     // the first group's windows, tap by tap inside each
@@ -91,14 +91,12 @@ class WindowTable {
         }
       }
     }
-    // the others: the first's, a group further on (built per call, so cheaply,
-    // each entry written once)
+    // the others: the first's, a group further on (built per call, so cheaply)
     const int64_t group_entries = windows * row;
     const auto in_group = static_cast<uint32_t>(g.in_d * g.in_h * g.in_w * C);
-    entry.reserve(groups * group_entries);
     for (int64_t i = group_entries; i < groups * group_entries; ++i) {
       const uint32_t first = entry[i - group_entries];
-      entry.push_back(first == kInvalid ? kInvalid : first + in_group);
+      entry[i] = first == kInvalid ? kInvalid : first + in_group;
     }
   }
 
