@@ -43,20 +43,40 @@ struct WindowRows {
     return (kd * kernel_h + kh) * kernel_w + kw;
   }
 
-  float max() const {
-    Vec best(-std::numeric_limits<float>::infinity());
+  // f(v) for each vector of the window's rows, its lanes past the row -inf
+  template <typename F>
+  C10_ALWAYS_INLINE void for_each_vector(F&& f) const {
     for (int64_t kd = depths.begin; kd < depths.end; ++kd) {
       for (int64_t kh = rows.begin; kh < rows.end; ++kh) {
         const T* p = row(kd, kh);
         for (int64_t kw = cols.begin; kw < cols.end; kw += kLanes) {
-          best = at::vec::maximum(best, load_or_lowest(p + kw, cols.end - kw));
+          f(load_or_lowest(p + kw, cols.end - kw));
         }
       }
     }
-    // NaN propagates through any order of maxima; of +0 and -0 either is
-    // m (the value stored is the tap's own, found by first_equal)
+  }
+
+  // The window's max, NaN where it holds one; of +0 and -0 either is the max
+  // (the value stored is the tap's own, found by first_equal).
+  float max() const {
+#if defined(CPU_CAPABILITY_AVX512)
+    // Plain maxima, the NaN lanes kept apart: NaN-propagating maxima put a
+    // compare and a blend on the dependency chain of every step, the
+    // horizontal ones too, which small adaptive windows (a pyramid level's
+    // 4x4) wait on.
+    __m512 best = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    __mmask16 nan = 0;
+    for_each_vector([&](const Vec& v) {
+      best = _mm512_max_ps(best, v);
+      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    });
+    return nan != 0 ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_max_ps(best);
+#else
+    Vec best(-std::numeric_limits<float>::infinity());
+    for_each_vector([&](const Vec& v) { best = at::vec::maximum(best, v); });
     return at::vec::vec_reduce_all<float>(
         [](const Vec& x, const Vec& y) { return at::vec::maximum(x, y); }, best);
+#endif
   }
 
   // The first tap holding `m` (which the window holds), in row-major order.
@@ -145,11 +165,12 @@ void forward_by_windows(const FastForwardArgs& a) {
           continue;
         }
         const float m = w.max();
-        if (!kArgmax && m != 0.f) {
+        if (!kArgmax && m != 0.f && !std::isnan(m)) {
           out[o] = static_cast<T>(m);
           continue;
         }
-        // the tap found by its position, not its number divided
+        // the tap found by its position, not its number divided (a NaN's
+        // too, whose bits are then the last NaN's, as torch's rule gives)
         const Tap<int64_t> k = std::isnan(m) ? w.last_nan() : w.first_equal(m);
         out[o] = *(w.row(k.kd, k.kh) + k.kw);
         if (kArgmax) argmax[o] = static_cast<uint8_t>(w.tap(k.kd, k.kh, k.kw));
