@@ -211,3 +211,20 @@ def test_windows_as_torch_defines_them():
             window = x[0, 0, rows, cols]
             assert values[0, 0, i, j] == window.max()
             assert x.view(-1)[indices[0, 0, i, j]] == window.max()
+
+
+@pytest.mark.parametrize("output_size", [(4, 4), (1, 1), (3, 5)])
+def test_nan_payloads_of_the_value_only_path_are_torchs(output_size):
+    """A window holding NaNs gives its last NaN, bits and all, as torch's
+    rule does, in the value-only (inference) path as with the argmax."""
+    x = torch.randn(3, 4, 13, 17)
+    payloads = torch.tensor([0x7FC00001, 0x7FC00002, -0x3FFFFD], dtype=torch.int32)
+    at = torch.randperm(x.numel())[:40]
+    x.view(-1)[at] = payloads[torch.randint(0, 3, (40,))].view(torch.float32)
+    with torch.no_grad():
+        expected = F.adaptive_max_pool2d(x, output_size)
+        got = poolx.adaptive_max_pool2d(x, output_size)
+        got_argmax_path = poolx.adaptive_max_pool2d(x, output_size, return_indices=True)[0]
+    assert expected.isnan().any()
+    assert torch.equal(got.view(torch.int32), expected.view(torch.int32))
+    assert torch.equal(got_argmax_path.view(torch.int32), expected.view(torch.int32))
