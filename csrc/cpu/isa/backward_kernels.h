@@ -153,24 +153,26 @@ inline void gather_pixel(const T* go, const uint8_t* argmax, T* gi_px, int64_t C
   }
 }
 
-// channels_last, any geometry: each input pixel gathers, kLanes channels at
-// a time, from the windows covering it in output order (listed once per
-// pixel, so the channel loop does no index arithmetic); a 16-bit sum rounds
-// to T after every add, as torch's CPU kernel adds into the element type.
+// channels_last, any geometry (volumes depth-folded: geometry.h): each input
+// pixel gathers, kLanes channels at a time, from the windows covering it in
+// output order (listed once per pixel, so the channel loop does no index
+// arithmetic); a 16-bit sum rounds to T after every add, as torch's CPU
+// kernel adds into the element type.
 //
-// Each output row's argmax is checked by the input row of its windows' first
-// in-bounds tap row, as that row starts to read it; rows of windows with no
-// row inside the input (dilation + padding) are read by none, so such a
-// geometry is checked in a pass first.
+// In planes each output row's argmax is checked by the input row of its
+// windows' first in-bounds tap row, as that row starts to read it; rows of
+// windows with no row inside the input (dilation + padding) are read by none,
+// so such a geometry, and any volume, is checked in a pass first.
 template <typename T, bool kCopy = false>
 void backward_channels_last(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const int64_t C = a.in_l.c;
   const T* go = static_cast<const T*>(a.grad_output);
   T* gi = static_cast<T*>(a.grad_input);
-  const int64_t rows = a.in_l.n * g.in_h;
+  const int64_t rows = a.in_l.n * a.in_l.h;  // a.in_l.h: in_d * in_h
   const ArgmaxRule rule(g);
-  if (rule.any_row_empty() && !argmax_valid(a.argmax, false, a.out_l, g)) {
+  const bool planar = g.planar(), check_rows = planar && !rule.any_row_empty();
+  if (!check_rows && !argmax_valid(a.argmax, false, a.out_l, g)) {
     a.argmax_invalid->store(true);
     return;
   }
@@ -183,19 +185,34 @@ void backward_channels_last(const FastBackwardArgs& a) {
     // kernel_h * kernel_w <= 256 with a uint8 argmax, so no list overflows
     std::array<int64_t, 256> row_offset, row_tap, offset, tap;
     for (int64_t r = b; r < e; ++r) {
-      const int64_t n_img = r / g.in_h, ih = r % g.in_h;
+      const int64_t slab = r / g.in_h, ih = r % g.in_h;  // slab: image * in_d + id
       const TapRange ohs =
           windows_covering(ih, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, g.out_h);
-      int64_t n_rows = 0;
-      for (int64_t oh = ohs.begin; oh < ohs.end; ++oh) {
-        const int64_t kh = tap_of(ih, oh, g.stride_h, g.pad_h, g.dilation_h);
-        if (kh < 0) continue;
-        if (kh == rule.first_row_tap(oh) &&
-            !rule.row_valid(a.argmax + (n_img * g.out_h + oh) * g.out_w * C, C, oh)) {
-          a.argmax_invalid->store(true, std::memory_order_relaxed);
+      int64_t n_rows = 0;  // rows of windows covering row r, in output order
+      // those of output slice o_slice (image * out_d + od), tap kd
+      const auto add_rows = [&](int64_t o_slice, int64_t kd) {
+        for (int64_t oh = ohs.begin; oh < ohs.end; ++oh) {
+          const int64_t kh = tap_of(ih, oh, g.stride_h, g.pad_h, g.dilation_h);
+          if (kh < 0) continue;
+          const int64_t o_row = (o_slice * g.out_h + oh) * g.out_w * C;
+          if (check_rows && kh == rule.first_row_tap(oh) &&
+              !rule.row_valid(a.argmax + o_row, C, oh)) {
+            a.argmax_invalid->store(true, std::memory_order_relaxed);
+          }
+          row_offset[n_rows] = o_row;
+          row_tap[n_rows++] = (kd * g.kernel_h + kh) * g.kernel_w;
         }
-        row_offset[n_rows] = (n_img * g.out_h + oh) * g.out_w * C;
-        row_tap[n_rows++] = kh * g.kernel_w;
+      };
+      if (planar) {
+        add_rows(slab, 0);
+      } else {
+        const int64_t id = slab % g.in_d, image = slab / g.in_d;
+        const TapRange ods =
+            windows_covering(id, g.kernel_d, g.stride_d, g.pad_d, g.dilation_d, g.out_d);
+        for (int64_t od = ods.begin; od < ods.end; ++od) {
+          const int64_t kd = tap_of(id, od, g.stride_d, g.pad_d, g.dilation_d);
+          if (kd >= 0) add_rows(image * g.out_d + od, kd);
+        }
       }
       for (int64_t iw = 0; iw < g.in_w; ++iw) {
         const TapRange ows =
