@@ -142,11 +142,11 @@ inline bool backward(const FastBackwardArgs& a) {
   const bool cl = a.in_l.channels_last;
   const int row_c = tiled_row_channels(g, a.in_l);
   // volumes: the tiled rows, tiled channels_last pixels of whole vectors,
-  // and the channels_last gather of other windows
+  // the channels_last gather of other windows, the NCDHW scatter
   const bool tiled_pixels = cl && tiles_volume(g) && a.in_l.c % kLanes == 0;
   const bool gathers = cl && gathers_volume(g, a.in_l.c);
-  if (!g.planar() &&
-      (a.dtype == c10::ScalarType::Double || (row_c == 0 && !tiled_pixels && !gathers))) {
+  if (!g.planar() && (a.dtype == c10::ScalarType::Double ||
+                      (row_c == 0 && cl && !tiled_pixels && !gathers))) {
     return false;
   }
   // float64 (gradcheck's type) has no vector paths; its scatter, summing in
@@ -163,7 +163,9 @@ inline bool backward(const FastBackwardArgs& a) {
     } else if (row_c == 2) {
       backward_tiled_rows<T, 2, false>(a, planes);
     } else if (!g.planar()) {
-      tiled_pixels ? backward_channels_last_tiled<T>(a) : backward_channels_last<T>(a);
+      if (tiled_pixels) backward_channels_last_tiled<T>(a);
+      else if (gathers) backward_channels_last<T>(a);
+      else backward_scatter<T>(a);
     } else if (!cl || (!tiles_input(g) && a.in_l.c < kGatherMinChannels) ||
                scatters_few_channels<T>(a.in_l.c, g.kernel_h * g.kernel_w)) {
       backward_scatter<T>(a);
