@@ -1,9 +1,9 @@
 """The backward of volumes whose windows overlap, pad or dilate: in
 channels_last_3d of many channels where an input lies in few windows, each
 input pixel gathers its gradient from the windows covering it (the 2-D
-channels_last gather over depth-folded rows), else the volume scatter; in
-NCDHW the 2-D plane scatter over depth-folded rows of windows. The argmax is
-checked a row of windows at a time, the edge windows tap by tap."""
+channels_last gather over depth-folded rows); otherwise, and in NCDHW, the
+2-D plane scatter over depth-folded rows of windows. The argmax is checked
+a row of windows at a time, the edge windows tap by tap."""
 
 import pytest
 import torch
@@ -15,7 +15,7 @@ from fast_path_cases import planted_grad, planted_input
 from reference import assert_identical, raises_bad_argmax, torch_pool_grad
 
 # (D, H, W), kernel_size, stride, padding, dilation, ceil_mode: I3D's
-# 3x3x3 stride 2 and stride 1 (27 windows an input: the scatter) and its
+# 3x3x3 stride 2 and stride 1 (27 windows an input: the plane scatter) and its
 # 1x3x3 stride (1, 2, 2) (planes), windows that overlap along one axis
 # only, dilation, a window cut by ceil_mode
 GEOMETRIES = {
@@ -27,7 +27,7 @@ GEOMETRIES = {
     "2x3x2 s(1,2,2) p1 d(2,1,2)": ((6, 5, 9), (2, 3, 2), (1, 2, 2), 1, (2, 1, 2), False),
 }
 # whole vectors of channels (the fewest that gather), a partial last one,
-# and pixels of 64 channels (the scatter)
+# and pixels of 64 channels (the plane scatter)
 CHANNELS = [128, 136, 64]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
@@ -78,12 +78,17 @@ def test_ncdhw_gradients_match_torch(name, dtype):
     check_gradients(volume((2, 3, *dhw), dtype, channels_last=False), args, f"{name}, {dtype}")
 
 
-@pytest.mark.parametrize("channels_last", [True, False], ids=["channels_last_3d", "ncdhw"])
-def test_windows_with_no_tap_in_depth_route_nothing(channels_last):
+# (channels_last, channels): the gather, the plane scatter of pixels, of planes
+LAYOUTS = [(True, 128), (True, 64), (False, 128)]
+LAYOUT_IDS = ["gather", "channels_last scatter", "ncdhw scatter"]
+
+
+@pytest.mark.parametrize("channels_last, channels", LAYOUTS, ids=LAYOUT_IDS)
+def test_windows_with_no_tap_in_depth_route_nothing(channels_last, channels):
     # 2 slices, padded by 1, kernel 2 dilated by 3: the one window depth has
     # taps at slices -1 and 2, neither inside. torch gives -inf with
     # indices outside the volume, and its backward then aborts.
-    x = volume((2, 128, 2, 6, 7), torch.float32, channels_last)
+    x = volume((2, channels, 2, 6, 7), torch.float32, channels_last)
     args = ((2, 3, 3), (1, 2, 2), 1, (3, 1, 1))  # the gather: 18 taps, 4 strides
     assert_identical(poolx.max_pool3d(x, *args), F.max_pool3d(x, *args), "values",
                      check_stride=False)
@@ -110,13 +115,13 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize("channels_last", [True, False], ids=["channels_last_3d", "ncdhw"])
+@pytest.mark.parametrize("channels_last, channels", LAYOUTS, ids=LAYOUT_IDS)
 @pytest.mark.parametrize("where, at, value", HOSTILE)
-def test_hostile_argmax_raises(where, at, value, channels_last):
+def test_hostile_argmax_raises(where, at, value, channels_last, channels):
     # 7x9x8 pooled 3x3x3 s2 p1: the first window along each axis starts in
     # the padding; window (3, 4, 3) starts at (5, 7, 5), so its tap (2, 2, 2)
     # lies at (7, 9, 7), past the input along D and H
-    x = volume((1, 128, 7, 9, 8), torch.float32, channels_last)
+    x = volume((1, channels, 7, 9, 8), torch.float32, channels_last)
     values, argmax = poolx.max_pool3d_with_argmax(x, 3, 2, 1)
     bad = argmax.clone()
     bad[0, 37][at] = value

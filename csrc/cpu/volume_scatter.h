@@ -1,8 +1,10 @@
 // Volumes whose windows overlap, pad or dilate (tiled ones take the tiled
-// rows): backward, unpool by argmax and the mask as a scatter per plane
-// (NCDHW) or per image (channels_last_3d), windows in memory order. Each
-// input's gradient then adds its windows in torch's order, starting from the
-// zeroed plane as torch's does, and unpool keeps the last window's value.
+// rows): unpool by argmax and the mask as a scatter per plane (NCDHW) or per
+// image (channels_last_3d), windows in memory order; the backward too where
+// the fast paths decline (adaptive windows, windows of 64 taps or more, few
+// windows a plane, an int32 argmax). Each input's gradient then adds its
+// windows in torch's order, starting from the zeroed plane as torch's does,
+// and unpool keeps the last window's value.
 // Tensors are the folded 4-D views (geometry.h).
 #pragma once
 

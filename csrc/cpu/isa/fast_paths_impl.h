@@ -128,10 +128,10 @@ inline bool scatters_few_channels(int64_t C, int64_t taps) {
 }
 
 // channels_last volumes whose windows overlap, pad or dilate: the gather of
-// planes beats the volume scatter (volume_scatter.h) where pixels are wide
-// and an input lies in few windows (3x3x3 stride 2: 3.4 on average, 2x2x2
-// stride 1: 8). Where it lies in 27 (3x3x3 stride 1) or pixels are of 64
-// channels, the gather's reads of every covering window measured slower.
+// planes beats the plane scatter where pixels are wide and an input lies in
+// few windows (3x3x3 stride 2: 3.4 on average, 2x2x2 stride 1: 8). Where it
+// lies in 27 (3x3x3 stride 1) or pixels are of 64 channels, the gather's
+// reads of every covering window measured slower.
 inline bool gathers_volume(const Pool2dGeometry& g, int64_t C) {
   return !tiles_volume(g) && C >= 2 * kGatherMinChannels &&
          g.window_size() <= 8 * g.stride_d * g.stride_h * g.stride_w;
@@ -142,13 +142,9 @@ inline bool backward(const FastBackwardArgs& a) {
   const bool cl = a.in_l.channels_last;
   const int row_c = tiled_row_channels(g, a.in_l);
   // volumes: the tiled rows, tiled channels_last pixels of whole vectors,
-  // the channels_last gather of other windows, the NCDHW scatter
+  // the channels_last gather where it pays, else the plane scatter
   const bool tiled_pixels = cl && tiles_volume(g) && a.in_l.c % kLanes == 0;
   const bool gathers = cl && gathers_volume(g, a.in_l.c);
-  if (!g.planar() && (a.dtype == c10::ScalarType::Double ||
-                      (row_c == 0 && cl && !tiled_pixels && !gathers))) {
-    return false;
-  }
   // float64 (gradcheck's type) has no vector paths; its scatter, summing in
   // double, still beats the element kernels' gather by far
   if (a.dtype == c10::ScalarType::Double) {
