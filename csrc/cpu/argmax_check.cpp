@@ -15,7 +15,7 @@ using namespace isa_none;
 // Adaptive windows' argmax value by value: the rule's tables are those of
 // windows that step.
 template <typename argmax_t>
-bool volume_valid(const argmax_t* argmax, const Layout4d& l, const Pool2dGeometry& g) {
+bool adaptive_valid(const argmax_t* argmax, const Layout4d& l, const Pool2dGeometry& g) {
   std::atomic<bool> ok{true};
   at::parallel_for(0, l.numel(), 32768, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e && ok.load(std::memory_order_relaxed); ++i) {
@@ -128,7 +128,7 @@ bool volume_rows_valid(const argmax_t* argmax, const Layout4d& l, const Pool2dGe
 
 template <typename argmax_t>
 bool valid(const argmax_t* argmax, const Layout4d& l, const Pool2dGeometry& g) {
-  if (g.adaptive()) return volume_valid(argmax, l, g);
+  if (g.adaptive()) return adaptive_valid(argmax, l, g);
   if (!g.planar()) return volume_rows_valid(argmax, l, g);
   // an output row: out_w windows, of C values each in channels_last
   const int64_t channels = l.channels_last ? l.c : 1;

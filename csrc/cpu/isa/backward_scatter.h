@@ -2,9 +2,10 @@
 // channels_last image of few channels: each output's gradient is added at its
 // selected tap in output order (pixel by pixel, a pixel's channels in order),
 // the order in which torch's CPU kernels and the per-element gather sum, so
-// results agree bit for bit. 16-bit sums round to T after every add, as torch adds into the
-// element type. NCHW unpool by argmax is the same scatter with each value's
-// bits stored instead of added: the last window that selects a tap wins.
+// results agree bit for bit. 16-bit sums round to T after every add, as torch
+// adds into the element type. NCHW unpool by argmax is the same scatter with
+// each value's bits stored instead of added: the last window that selects a
+// tap wins.
 //
 // A plane is summed in a float scratch that stays in the cache, then copied
 // to grad_input (streamed where the gradient is large), the scratch zeroed
