@@ -26,38 +26,58 @@ uint8_t index_run(const uint8_t* a, int64_t* idx, int64_t n, int64_t base, const
 }
 
 #ifdef POOLX_HAS_TARGET_AVX512
+// The indices of 16 outputs, base + p + the table's offset of each tap in
+// `taps`, into *lo and *hi; returns the lane-wise max of `most` and `taps`.
+POOLX_TARGET_AVX512 inline __m128i index_group(__m128i taps, __m512i p_lo, __m512i p_hi,
+                                               __m512i base8, __m512i table, __m128i most,
+                                               __m512i* lo, __m512i* hi) {
+  const __m512i offset = _mm512_permutexvar_epi32(_mm512_cvtepu8_epi32(taps), table);
+  *lo = _mm512_add_epi64(_mm512_add_epi64(base8, p_lo),
+                         _mm512_cvtepi32_epi64(_mm512_castsi512_si256(offset)));
+  *hi = _mm512_add_epi64(_mm512_add_epi64(base8, p_hi),
+                         _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(offset, 1)));
+  return _mm_max_epu8(most, taps);
+}
+
 // The same on AVX-512 for windows of up to 16 taps whose offsets fit in
 // int32: 16 argmax bytes at a time (the last ones masked), their offsets by
 // one permute of the table (which wraps taps past 15: the largest value read
 // tells the caller).
-// Full groups of 16 at 64-byte boundaries go by streaming stores where
-// `stream`: the indices are 8 bytes per output, the largest tensor a forward
-// writes, and an ordinary store first reads each line it fills.
+// Whole groups store unmasked: a masked store, even with every lane set, is
+// far slower on some cores (AMD Zen 4), and the index stores are most of
+// this loop's work.
+// Whole groups at 64-byte boundaries go by streaming stores where `stream`:
+// the indices are 8 bytes per output, the largest tensor a forward writes,
+// and an ordinary store first reads each line it fills.
 POOLX_TARGET_AVX512 uint8_t index_run_avx512(
     const uint8_t* a, int64_t* idx, int64_t n, int64_t base, const int64_t* pos,
     const int32_t* table16, bool stream) {
   const __m512i table = _mm512_loadu_si512(table16);
   const __m512i base8 = _mm512_set1_epi64(base);
   __m128i most = _mm_setzero_si128();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 in = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
-    const __mmask8 lo = static_cast<__mmask8>(in), hi = static_cast<__mmask8>(in >> 8);
-    const __m128i bytes = _mm_maskz_loadu_epi8(in, a + i);
-    most = _mm_max_epu8(most, bytes);
-    const __m512i offset = _mm512_permutexvar_epi32(_mm512_cvtepu8_epi32(bytes), table);
-    const __m512i at_lo = _mm512_add_epi64(base8, _mm512_maskz_loadu_epi64(lo, pos + i));
-    const __m512i at_hi = _mm512_add_epi64(base8, _mm512_maskz_loadu_epi64(hi, pos + i + 8));
-    const __m512i idx_lo =
-        _mm512_add_epi64(at_lo, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(offset)));
-    const __m512i idx_hi =
-        _mm512_add_epi64(at_hi, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(offset, 1)));
-    if (stream && in == 0xffff && reinterpret_cast<uintptr_t>(idx + i) % 64 == 0) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512i idx_lo, idx_hi;
+    most = index_group(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)),
+                       _mm512_loadu_si512(pos + i), _mm512_loadu_si512(pos + i + 8), base8,
+                       table, most, &idx_lo, &idx_hi);
+    if (stream && reinterpret_cast<uintptr_t>(idx + i) % 64 == 0) {
       _mm512_stream_si512(reinterpret_cast<__m512i*>(idx + i), idx_lo);
       _mm512_stream_si512(reinterpret_cast<__m512i*>(idx + i + 8), idx_hi);
     } else {
-      _mm512_mask_storeu_epi64(idx + i, lo, idx_lo);
-      _mm512_mask_storeu_epi64(idx + i + 8, hi, idx_hi);
+      _mm512_storeu_si512(idx + i, idx_lo);
+      _mm512_storeu_si512(idx + i + 8, idx_hi);
     }
+  }
+  if (i < n) {
+    const __mmask16 in = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask8 lo = static_cast<__mmask8>(in), hi = static_cast<__mmask8>(in >> 8);
+    __m512i idx_lo, idx_hi;
+    most = index_group(_mm_maskz_loadu_epi8(in, a + i), _mm512_maskz_loadu_epi64(lo, pos + i),
+                       _mm512_maskz_loadu_epi64(hi, pos + i + 8), base8, table, most, &idx_lo,
+                       &idx_hi);
+    _mm512_mask_storeu_epi64(idx + i, lo, idx_lo);
+    _mm512_mask_storeu_epi64(idx + i + 8, hi, idx_hi);
   }
   // the largest of the 16 per-lane maxima
   most = _mm_max_epu8(most, _mm_srli_si128(most, 8));
