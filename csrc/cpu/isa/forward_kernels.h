@@ -126,10 +126,10 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
   // a time), not a whole row later: the index stores then overlap the
   // input's loads instead of following them in a burst of their own.
   const int64_t index_group = std::max<int64_t>(1, 256 / C);
-  const bool sweep_taps = kArgmax && TapSweeps::applies(C) && g.planar();
+  const bool sweep_taps = TapSweeps<kArgmax>::applies(C) && g.planar();
   at::parallel_for(0, rows, grain_for(g.out_w * C * g.window_size()), [=](int64_t b,
                                                                           int64_t e) {
-    TapSweeps sweeps;
+    TapSweeps<kArgmax> sweeps;
     const auto pool_row = [&](int64_t r) {
       const int64_t oh = r % g.out_h, slab = r / g.out_h;  // slab: image * out_d + od
       const T* image = in + (slab / g.out_d) * image_stride;
@@ -185,10 +185,10 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
             }
           }
         };
-        if constexpr (kTile2x2 && kArgmax && std::is_same_v<T, float>) {
+        if constexpr (kTile2x2 && std::is_same_v<T, float>) {
           if (sweep_taps) {  // planes alone
-            sweeps.pool(image + h0 * row_stride + w0 * C, C, row_stride, out + o, argmax + o,
-                        stream, stream_argmax);
+            sweeps.pool(image + h0 * row_stride + w0 * C, C, row_stride, out + o,
+                        kArgmax ? argmax + o : nullptr, stream, stream_argmax);
             continue;
           }
         }
