@@ -61,7 +61,8 @@ if platform.machine().lower() in ("x86_64", "amd64"):
                          "-DCPU_CAPABILITY_AVX2"]
     ISA_FLAGS["avx512"] = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma",
                            "-mf16c", "-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512"]
-ISA_DEPENDS = ["csrc/cpu/fast_paths.h"] + sorted(glob.glob(os.path.join("csrc", "cpu", "isa", "*.h")))
+ISA_DEPENDS = sorted(glob.glob(os.path.join("csrc", "cpu", "*.h")) +
+                     glob.glob(os.path.join("csrc", "cpu", "isa", "*.h")))
 
 
 class BuildExtensionWithIsaKernels(BuildExtension.with_options(use_ninja=True)):

@@ -15,13 +15,9 @@
 #endif
 
 #include "poolx/elements.h"
+#include "isa_namespace.h"
 #include "poolx/layout.h"
 
-// The fast paths compile these with each ISA's flags, in that ISA's
-// namespace, so that the linker never picks one ISA's copy for all.
-#ifndef POOLX_ISA_NAMESPACE
-#define POOLX_ISA_NAMESPACE isa_none
-#endif
 
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {

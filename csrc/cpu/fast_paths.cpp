@@ -40,7 +40,8 @@ bool declines(const Args&) {
 
 const FastPaths& cpu_fast_paths() {
   static const FastPaths none{"none", declines<FastForwardArgs>, declines<FastBackwardArgs>,
-                              declines<FastBackwardArgs>, declines<TiledUnpoolArgs>};
+                              declines<FastBackwardArgs>, declines<TiledUnpoolArgs>,
+                              declines<FastBackwardArgs>};
   return g_fast_paths_enabled.load(std::memory_order_relaxed) ? widest_fast_paths() : none;
 }
 
@@ -122,6 +123,14 @@ bool fast_backward(const at::Tensor& grad_output, const at::Tensor& argmax,
   return argmax.scalar_type() == at::kByte &&
          cpu_fast_paths().backward(routing_args(grad_output, argmax, grad_input, g,
                                                 argmax_invalid));
+}
+
+bool fast_scatter_add(const at::Tensor& grad_output, const at::Tensor& argmax,
+                      const at::Tensor& grad_input, const Pool2dGeometry& g,
+                      std::atomic<bool>* argmax_invalid) {
+  return argmax.scalar_type() == at::kByte &&
+         cpu_fast_paths().scatter_add(routing_args(grad_output, argmax, grad_input, g,
+                                                   argmax_invalid));
 }
 
 bool fast_unpool_argmax(const at::Tensor& values, const at::Tensor& argmax, const at::Tensor& out,

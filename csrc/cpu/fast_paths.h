@@ -65,6 +65,9 @@ struct FastPaths {
   // false (the output partly written) where a key names no element of its
   // window; the caller then scatters
   bool (*unpool_tiled)(const TiledUnpoolArgs&);
+  // the backward by volume_scatter.h's scatter (its kernel compiled with the
+  // ISA's 16-bit conversions), for the types above
+  bool (*scatter_add)(const FastBackwardArgs&);
 };
 
 namespace isa_default { const FastPaths& fast_paths(); }
@@ -107,13 +110,16 @@ class Tensor;
 namespace poolx {
 
 // The kernels' arguments (see csrc/kernels.h) through the fast paths; false
-// where they do not apply. The two that take an argmax check it and set
+// where they do not apply. Those that take an argmax check it and set
 // *argmax_invalid where a value names no tap of its window inside the input.
 bool fast_forward(const at::Tensor& input, const at::Tensor& values, const at::Tensor& argmax,
                   const at::Tensor& indices, const Pool2dGeometry& g);
 bool fast_backward(const at::Tensor& grad_output, const at::Tensor& argmax,
                    const at::Tensor& grad_input, const Pool2dGeometry& g,
                    std::atomic<bool>* argmax_invalid);
+bool fast_scatter_add(const at::Tensor& grad_output, const at::Tensor& argmax,
+                      const at::Tensor& grad_input, const Pool2dGeometry& g,
+                      std::atomic<bool>* argmax_invalid);
 bool fast_unpool_argmax(const at::Tensor& values, const at::Tensor& argmax, const at::Tensor& out,
                         const Pool2dGeometry& g, std::atomic<bool>* argmax_invalid);
 // Unpool (values undefined: the mask) where windows tile the output and every

@@ -14,6 +14,8 @@
 namespace poolx {
 namespace {
 
+using isa_none::TapTable;
+
 // idx[i] = base + pos[i] + tap_offset[a[i]]; returns the largest a[i].
 uint8_t index_run(const uint8_t* a, int64_t* idx, int64_t n, int64_t base, const int64_t* pos,
                   const int64_t* tap_offset) {

@@ -88,6 +88,7 @@ bool backward(const Tensor& grad_output, const Tensor& argmax, const Tensor& gra
     return !invalid;
   }
   if (!g.planar() || scatters) {
+    if (fast_scatter_add(grad_output, argmax, grad_input, g, &invalid)) return !invalid;
     return scatter_volume(Scatter::kAdd, grad_output, argmax, grad_input, g);
   }
   if (!argmax_valid(argmax, g)) return false;

@@ -18,6 +18,7 @@ namespace poolx {
 namespace {
 
 using isa_none::ArgmaxRule;
+using isa_none::TapTable;
 using scatter_targets::ArgmaxTargets;
 using scatter_targets::IndexTargets;
 using at::Tensor;

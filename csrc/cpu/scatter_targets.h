@@ -20,6 +20,7 @@ namespace poolx {
 namespace scatter_targets {
 
 using isa_none::ArgmaxRule;
+using isa_none::TapTable;
 
 [[noreturn]] inline C10_NOINLINE void invalid_unpool_index(int64_t index, int64_t out_h, int64_t out_w) {
   TORCH_CHECK(false, "max_unpool2d: Found an invalid max index: ", index,

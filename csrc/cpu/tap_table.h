@@ -6,9 +6,11 @@
 
 #include <cstdint>
 
+#include "isa_namespace.h"
 #include "poolx/geometry.h"
 
 namespace poolx {
+namespace POOLX_ISA_NAMESPACE {
 
 struct TapTable {
   int64_t offset[256];
@@ -28,4 +30,5 @@ struct TapTable {
   }
 };
 
+}  // namespace POOLX_ISA_NAMESPACE
 }  // namespace poolx

@@ -11,10 +11,9 @@
 #include <ATen/core/Tensor.h>
 
 #include "poolx/geometry.h"
+#include "volume_scatter_kernel.h"
 
 namespace poolx {
-
-enum class Scatter { kAdd, kCopy, kMark };
 
 // kAdd: `from` (grad_output) summed into `to` (grad_input); kCopy: `from`
 // (values) copied into `to`; kMark: true into the bool `to` (`from` undefined).

@@ -13,9 +13,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "isa_namespace.h"
 #include "poolx/geometry.h"
 
 namespace poolx {
+namespace POOLX_ISA_NAMESPACE {
 
 // One axis of the windows (stepping or adaptive): where each starts and
 // which of its taps lie inside the input, worked out once per call instead of
@@ -167,4 +169,5 @@ bool scatter_by_table(const argmax_t* argmax, T* to, const WindowTable& table, i
   return !invalid;
 }
 
+}  // namespace POOLX_ISA_NAMESPACE
 }  // namespace poolx

@@ -283,8 +283,15 @@ inline bool unpool_argmax(const FastBackwardArgs& a) {
   return false;
 }
 
+inline bool scatter_add(const FastBackwardArgs& a) {
+  return dispatch_fast_types(a.dtype, [&](auto* tag) {
+    scatter_windows_add<std::remove_pointer_t<decltype(tag)>>(a);
+  });
+}
+
 const FastPaths& fast_paths() {
-  static const FastPaths paths{POOLX_ISA_NAME, forward, backward, unpool_argmax, unpool_tiled};
+  static const FastPaths paths{POOLX_ISA_NAME, forward,      backward,
+                               unpool_argmax,  unpool_tiled, scatter_add};
   return paths;
 }
 
