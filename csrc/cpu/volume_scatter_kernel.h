@@ -12,6 +12,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 #include "isa_namespace.h"
 #include "poolx/elements.h"
 #include "poolx/layout.h"
@@ -28,6 +32,22 @@ namespace POOLX_ISA_NAMESPACE {
 // those whose windows do not tile, and overlap).
 inline bool windows_disjoint(const AxisT<int64_t>& axis) {
   return axis.stride != 0 && (axis.kernel - 1) * axis.dilation + 1 <= axis.stride;
+}
+
+// sum + grad rounded to T, as torch adds a gradient into a 16-bit input.
+// float16 by F16C in one XMM register where the ISA has it: c10's scalar
+// conversion, compiled for AVX-512, widens and narrows through 512-bit ones.
+template <typename T>
+T added(T sum, T grad) {
+#if defined(__F16C__)
+  if constexpr (std::is_same_v<T, c10::Half>) {
+    const __m128 s = _mm_cvtph_ps(_mm_cvtsi32_si128(sum.x));
+    const __m128 g = _mm_cvtph_ps(_mm_cvtsi32_si128(grad.x));
+    const __m128i h = _mm_cvtps_ph(_mm_add_ss(s, g), _MM_FROUND_TO_NEAREST_INT);
+    return c10::Half(static_cast<uint16_t>(_mm_cvtsi128_si32(h)), c10::Half::from_bits());
+  }
+#endif
+  return static_cast<T>(static_cast<acc_t<T>>(sum) + static_cast<acc_t<T>>(grad));
 }
 
 // A tap number split into its taps along each axis.
@@ -53,8 +73,7 @@ bool scatter_windows(const T* from, const argmax_t* argmax, T* to, const Layout4
                         windows_disjoint(g.axis_w());
   const auto place = [from, disjoint](T* at, int64_t o) {
     if constexpr (kHow == Scatter::kAdd) {
-      const acc_t<T> sum = disjoint ? acc_t<T>(0) : static_cast<acc_t<T>>(*at);
-      *at = static_cast<T>(sum + static_cast<acc_t<T>>(from[o]));
+      *at = added(disjoint ? T(0) : *at, from[o]);
     } else if constexpr (kHow == Scatter::kCopy) {
       *at = from[o];
     } else {
