@@ -12,6 +12,7 @@
 #include "forward_by_pixels.h"
 #include "forward_by_windows.h"
 #include "forward_kernels.h"
+#include "forward_nchw.h"
 #include "tiled_rows.h"
 #include "tiled_rows_backward.h"
 #include "unpool_tiled.h"
