@@ -63,3 +63,46 @@ def test_fast_paths_equal_element_kernels(geometry, channels_last, dtype):
                     generic = every_path(x, args)
             for name, result in fast.items():
                 assert_identical(result, generic[name], f"{name} {shape} {args}")
+
+
+
+F = torch.nn.functional
+# adaptive windows that overlap (13 -> 4 and 14 -> 5 share a row and column
+# between neighbours), global pooling, an adaptive volume, and 3x3x3 windows
+# of a small volume: each backward by the scatter that the fast paths compile
+# per ISA (float16's adds by F16C) and the generic build widens in software.
+# name -> input size, poolx's op, torch's, their arguments
+SCATTERED_BACKWARDS = {
+    "pyramid 13x13 -> 4": ((13, 13), poolx.adaptive_max_pool2d, F.adaptive_max_pool2d, (4,)),
+    "14x14 -> 5": ((14, 14), poolx.adaptive_max_pool2d, F.adaptive_max_pool2d, (5,)),
+    "global 7x7 -> 1": ((7, 7), poolx.adaptive_max_pool2d, F.adaptive_max_pool2d, (1,)),
+    "volume 4x7x7 -> 3": ((4, 7, 7), poolx.adaptive_max_pool3d, F.adaptive_max_pool3d, (3,)),
+    "volume 5x6x6 3x3x3 s2": ((5, 6, 6), poolx.max_pool3d, F.max_pool3d, (3, 2, 1)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("channels_last", [False, True], ids=["ncdhw", "channels_last"])
+@pytest.mark.parametrize("name", SCATTERED_BACKWARDS)
+def test_scattered_backwards_equal_generic_and_torch(name, channels_last, dtype):
+    """Gradients with the fast paths on and off equal bit for bit, and equal
+    torch's (which adds into the element type, rounding after every add):
+    ties in the input make neighbouring windows select their shared input."""
+    size, pool, torch_pool, args = SCATTERED_BACKWARDS[name]
+    x = planted_input((3, 5, *size), dtype, False).nan_to_num(nan=0.0)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last if len(size) == 2
+                         else torch.channels_last_3d)
+    x.requires_grad_()
+    y = pool(x, *args)
+    torch.manual_seed(1)
+    g = torch.empty_like(y).copy_(planted_grad(y.shape, dtype, y.contiguous()))  # y's layout
+    (fast,) = torch.autograd.grad(y, x, g)
+    with fast_paths(False):
+        (generic,) = torch.autograd.grad(pool(x, *args), x, g)
+    assert_identical(fast, generic, f"{name}: fast vs generic")
+    # torch's contiguous kernels: its channels_last_3d one routes a window of
+    # only -inf to another slice (README, Limits)
+    x_torch = x.detach().contiguous().requires_grad_()
+    (expected,) = torch.autograd.grad(torch_pool(x_torch, *args), x_torch, g.contiguous())
+    assert_identical(fast, expected, f"{name}: poolx vs torch", check_stride=False)
