@@ -115,28 +115,33 @@ FastBackwardArgs routing_args(const at::Tensor& from, const at::Tensor& argmax,
           g,                     argmax_invalid};
 }
 
+// An entry of FastPaths that routes by argmax.
+using RoutingPath = bool (*FastPaths::*)(const FastBackwardArgs&);
+
+// `from` routed into `to` by the fast paths' `path` (uint8 argmax alone).
+bool route(RoutingPath path, const at::Tensor& from, const at::Tensor& argmax,
+           const at::Tensor& to, const Pool2dGeometry& g, std::atomic<bool>* argmax_invalid) {
+  return argmax.scalar_type() == at::kByte &&
+         (cpu_fast_paths().*path)(routing_args(from, argmax, to, g, argmax_invalid));
+}
+
 }  // namespace
 
 bool fast_backward(const at::Tensor& grad_output, const at::Tensor& argmax,
                    const at::Tensor& grad_input, const Pool2dGeometry& g,
                    std::atomic<bool>* argmax_invalid) {
-  return argmax.scalar_type() == at::kByte &&
-         cpu_fast_paths().backward(routing_args(grad_output, argmax, grad_input, g,
-                                                argmax_invalid));
+  return route(&FastPaths::backward, grad_output, argmax, grad_input, g, argmax_invalid);
 }
 
 bool fast_scatter_add(const at::Tensor& grad_output, const at::Tensor& argmax,
                       const at::Tensor& grad_input, const Pool2dGeometry& g,
                       std::atomic<bool>* argmax_invalid) {
-  return argmax.scalar_type() == at::kByte &&
-         cpu_fast_paths().scatter_add(routing_args(grad_output, argmax, grad_input, g,
-                                                   argmax_invalid));
+  return route(&FastPaths::scatter_add, grad_output, argmax, grad_input, g, argmax_invalid);
 }
 
 bool fast_unpool_argmax(const at::Tensor& values, const at::Tensor& argmax, const at::Tensor& out,
                         const Pool2dGeometry& g, std::atomic<bool>* argmax_invalid) {
-  return argmax.scalar_type() == at::kByte &&
-         cpu_fast_paths().unpool_argmax(routing_args(values, argmax, out, g, argmax_invalid));
+  return route(&FastPaths::unpool_argmax, values, argmax, out, g, argmax_invalid);
 }
 
 namespace {
