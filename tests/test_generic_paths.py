@@ -68,9 +68,12 @@ def test_fast_paths_equal_element_kernels(geometry, channels_last, dtype):
 
 F = torch.nn.functional
 # adaptive windows that overlap (13 -> 4 and 14 -> 5 share a row and column
-# between neighbours), global pooling, an adaptive volume, and 3x3x3 windows
-# of a small volume: each backward by the scatter that the fast paths compile
-# per ISA (float16's adds by F16C) and the generic build widens in software.
+# between neighbours), global pooling, an adaptive volume, windows of small
+# planes and volumes (padded, dilated, cut short by ceil mode, tiled): each
+# backward by the scatters that the fast paths compile per ISA (runs of NCHW
+# planes, the table in channels_last; float16's adds by F16C) and the
+# generic build widens in software. 21 planes: runs of several planes and a
+# shorter last one.
 # name -> input size, poolx's op, torch's, their arguments
 SCATTERED_BACKWARDS = {
     "pyramid 13x13 -> 4": ((13, 13), poolx.adaptive_max_pool2d, F.adaptive_max_pool2d, (4,)),
@@ -78,6 +81,10 @@ SCATTERED_BACKWARDS = {
     "global 7x7 -> 1": ((7, 7), poolx.adaptive_max_pool2d, F.adaptive_max_pool2d, (1,)),
     "volume 4x7x7 -> 3": ((4, 7, 7), poolx.adaptive_max_pool3d, F.adaptive_max_pool3d, (3,)),
     "volume 5x6x6 3x3x3 s2": ((5, 6, 6), poolx.max_pool3d, F.max_pool3d, (3, 2, 1)),
+    "14x14 2x2": ((14, 14), poolx.max_pool2d, F.max_pool2d, (2,)),
+    "9x10 3x3 s1 p1 dilation 2": ((9, 10), poolx.max_pool2d, F.max_pool2d, (3, 1, 1, 2)),
+    "10x11 3x3 s3 p1 ceil mode": ((10, 11), poolx.max_pool2d, F.max_pool2d, (3, 3, 1, 1, True)),
+    "volume 8x14x14 2x2x2": ((8, 14, 14), poolx.max_pool3d, F.max_pool3d, (2,)),
 }
 
 
@@ -89,7 +96,7 @@ def test_scattered_backwards_equal_generic_and_torch(name, channels_last, dtype)
     torch's (which adds into the element type, rounding after every add):
     ties in the input make neighbouring windows select their shared input."""
     size, pool, torch_pool, args = SCATTERED_BACKWARDS[name]
-    x = planted_input((3, 5, *size), dtype, False).nan_to_num(nan=0.0)
+    x = planted_input((3, 7, *size), dtype, False).nan_to_num(nan=0.0)
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last if len(size) == 2
                          else torch.channels_last_3d)

@@ -60,15 +60,19 @@ int64_t first_invalid_argmax(const Tensor& argmax, const Pool2dGeometry& g) {
 constexpr int64_t kScatterWindow = 64;
 
 // Whether an NCHW plane (NCDHW volume) has few enough windows that their
-// scatter by table (window_table.h) beats the paths by rows, whose work per
-// row and plane outweighs such a plane's windows: up to 16 windows in every
-// case measured, up to 64 for volumes and float32 planes (16-bit planes of
-// more than 16 windows measured faster by rows).
+// scatter (by runs of planes, isa/scatter_runs.h) beats the paths by rows,
+// whose work per row and plane outweighs such a plane's windows: planes of
+// up to 64 windows (a 14x14 plane by 2x2 measured 1.1-2x faster, a 28x28
+// one's 196 windows slower), volumes of up to 4096 (8x14x14 by 2x2x2: 1.6-2.6x),
+// bfloat16 ones up to 1024 (3136 windows of 16x28x28 by 1x2x2: rows 1.6x
+// faster). float64, which the runs do not serve, scatters by the generic
+// table up to 16 windows a plane and 64 a volume.
 bool few_windows(const Tensor& grad_input, const Pool2dGeometry& g) {
   const int64_t windows = g.out_d * g.out_h * g.out_w;
   if (layout_of(grad_input).channels_last) return false;
-  return windows <= 16 ||
-         (windows <= 64 && (!g.planar() || grad_input.scalar_type() == at::kFloat));
+  if (grad_input.scalar_type() == at::kDouble) return windows <= (g.planar() ? 16 : 64);
+  if (g.planar()) return windows <= 64;
+  return windows <= (grad_input.scalar_type() == at::kBFloat16 ? 1024 : 4096);
 }
 
 bool argmax_valid(const Tensor& argmax, const Pool2dGeometry& g) {

@@ -33,6 +33,10 @@ namespace POOLX_ISA_NAMESPACE {
 inline bool windows_disjoint(const AxisT<int64_t>& axis) {
   return axis.stride != 0 && (axis.kernel - 1) * axis.dilation + 1 <= axis.stride;
 }
+inline bool windows_disjoint(const Pool2dGeometry& g) {
+  return windows_disjoint(g.axis_d()) && windows_disjoint(g.axis_h()) &&
+         windows_disjoint(g.axis_w());
+}
 
 // sum + grad rounded to T, as torch adds a gradient into a 16-bit input.
 // float16 by F16C in one XMM register where the ISA has it: c10's scalar
@@ -69,8 +73,7 @@ bool scatter_windows(const T* from, const argmax_t* argmax, T* to, const Layout4
   // window o's value (or mark) into input `at`
   // Where no two windows share an input, a gradient adds to the zero alone:
   // no read of the input back.
-  const bool disjoint = windows_disjoint(g.axis_d()) && windows_disjoint(g.axis_h()) &&
-                        windows_disjoint(g.axis_w());
+  const bool disjoint = windows_disjoint(g);
   const auto place = [from, disjoint](T* at, int64_t o) {
     if constexpr (kHow == Scatter::kAdd) {
       *at = added(disjoint ? T(0) : *at, from[o]);

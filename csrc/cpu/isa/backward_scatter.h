@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "../argmax_check.h"
-#include "../volume_scatter_kernel.h"
 #include "forward_kernels.h"
 #include "plane_scatter.h"
 #include "stream_stores.h"
@@ -120,20 +119,6 @@ void backward_scatter(const FastBackwardArgs& a) {
 template <typename T>
 void backward_scatter(const FastBackwardArgs& a) {
   a.in_l.channels_last ? backward_scatter<T, true>(a) : backward_scatter<T, false>(a);
-}
-
-// The backward that kernels_cpu.cpp scatters by volume_scatter.h (adaptive
-// windows, windows of many taps, planes of few windows, volumes the paths
-// above decline), its kernel compiled here for the ISA's 16-bit conversions.
-template <typename T>
-void scatter_windows_add(const FastBackwardArgs& a) {
-  const T* const go = static_cast<const T*>(a.grad_output);
-  T* const gi = static_cast<T*>(a.grad_input);
-  const bool valid =
-      a.in_l.channels_last
-          ? scatter_windows<Scatter::kAdd, false>(go, a.argmax, gi, a.out_l, a.g)
-          : scatter_windows<Scatter::kAdd, true>(go, a.argmax, gi, a.out_l, a.g);
-  if (!valid) a.argmax_invalid->store(true, std::memory_order_relaxed);
 }
 
 }  // namespace POOLX_ISA_NAMESPACE

@@ -13,6 +13,7 @@
 #include "forward_by_windows.h"
 #include "forward_kernels.h"
 #include "forward_nchw.h"
+#include "scatter_runs.h"
 #include "tiled_rows.h"
 #include "tiled_rows_backward.h"
 #include "unpool_tiled.h"
@@ -285,9 +286,7 @@ inline bool unpool_argmax(const FastBackwardArgs& a) {
 }
 
 inline bool scatter_add(const FastBackwardArgs& a) {
-  return dispatch_fast_types(a.dtype, [&](auto* tag) {
-    scatter_windows_add<std::remove_pointer_t<decltype(tag)>>(a);
-  });
+  return dispatch_fast_types(a.dtype, [&](auto* tag) { scatter_windows_add(a, tag); });
 }
 
 const FastPaths& fast_paths() {

@@ -60,6 +60,40 @@ struct TapOffsets {
   }
 };
 
+// sum receives a window's gradient g: added, or with kCopy stored.
+template <typename T, bool kCopy, typename Sum>
+inline void put(Sum& sum, T g) {
+  if constexpr (kCopy) sum = g;
+  else if constexpr (std::is_same_v<T, c10::Half>) add_rounded<T>(sum, widen_half(g));
+  else add_rounded<T>(sum, static_cast<GradFloat<T>>(g));
+}
+
+// Windows' gradients go[0, n) put at sums[targets[o]] in output order
+// (n <= kMaxTargets): the flat runs, their targets worked out first. With
+// kOntoZero (windows that share no input), each is added to a zero without
+// reading the sum back.
+constexpr int64_t kMaxTargets = 4096;
+template <typename T, bool kCopy, bool kOntoZero = false, typename Sum>
+C10_ALWAYS_INLINE void put_at_targets(const T* go, const int32_t* targets, int64_t n,
+                                      Sum* sums) {
+  // float16 gradients widened by vectors first: one by one, each widening
+  // goes through a 512-bit register (bfloat16's shift is cheaper in place)
+  constexpr bool kWidenFirst = !kCopy && std::is_same_v<T, c10::Half>;
+  alignas(64) float grads[kWidenFirst ? kMaxTargets : 1];
+  if constexpr (kWidenFirst) {
+    for (int64_t o = 0; o < n; o += kLanes) {
+      load_float(go + o, std::min(kLanes, n - o)).store(grads + o, std::min(kLanes, n - o));
+    }
+  }
+  for (int64_t o = 0; o < n; ++o) {
+    Sum& at = sums[targets[o]];
+    Sum sum = kOntoZero ? Sum(0) : at;
+    if constexpr (kWidenFirst) add_rounded<T>(sum, grads[o]);
+    else put<T, kCopy>(sum, go[o]);
+    at = sum;
+  }
+}
+
 template <typename T, bool kPixels>
 class PlaneScatter {
  public:
@@ -120,7 +154,7 @@ class PlaneScatter {
       const auto add_window = [&](int64_t ow) {
         const int64_t start = (first + ow * g.stride_w) * C;
         for (int64_t o = ow * C, c = 0; c < C; ++o, ++c) {
-          put<kCopy>(sums[start + tap_offset_[am[o]] + c], go[o]);
+          put<T, kCopy>(sums[start + tap_offset_[am[o]] + c], go[o]);
         }
       };
       // cols_ holds the windows wholly inside the input; only the others can be empty
@@ -137,7 +171,7 @@ class PlaneScatter {
 
  private:
   // NCHW planes of at most this many windows are added as one flat run.
-  static constexpr int64_t kFlatMaxOutputs = 4096;
+  static constexpr int64_t kFlatMaxOutputs = kMaxTargets;
 
   // Window (od, oh, 0)'s first tap, before the input where padded.
   int64_t row_start(int64_t od, int64_t oh) const {
@@ -177,28 +211,8 @@ class PlaneScatter {
     // measured 1.4x slower, the same instructions in a frame laid out anew)
     alignas(64) int32_t targets[kFlatMaxOutputs + 16];
     for (int64_t o = 0; o < n; ++o) targets[o] = starts[o] + offset(am[o]);
-    // float16 gradients widened by vectors first: one by one, each widening
-    // goes through a 512-bit register (bfloat16's shift is cheaper in place)
-    constexpr bool kWidenFirst = !kCopy && std::is_same_v<T, c10::Half>;
-    alignas(64) float grads[kWidenFirst ? kFlatMaxOutputs : 1];
-    if constexpr (kWidenFirst) {
-      for (int64_t o = 0; o < n; o += kLanes) {
-        load_float(go + o, std::min(kLanes, n - o)).store(grads + o, std::min(kLanes, n - o));
-      }
-    }
-    for (int64_t o = 0; o < n; ++o) {
-      if constexpr (kWidenFirst) add_rounded<T>(sums[targets[o]], grads[o]);
-      else put<kCopy>(sums[targets[o]], go[o]);
-    }
+    put_at_targets<T, kCopy>(go, targets, n, sums);
     return true;
-  }
-
-  // sum receives a window's gradient g: added, or with kCopy stored.
-  template <bool kCopy, typename Sum>
-  static void put(Sum& sum, T g) {
-    if constexpr (kCopy) sum = g;
-    else if constexpr (std::is_same_v<T, c10::Half>) add_rounded<T>(sum, widen_half(g));
-    else add_rounded<T>(sum, static_cast<GradFloat<T>>(g));
   }
 
   const Pool2dGeometry g_;

@@ -1,0 +1,208 @@
+// The backward that kernels_cpu.cpp scatters (adaptive windows, windows of
+// many taps, planes of few windows), compiled per ISA: NCHW planes (NCDHW
+// volumes) by runs of windows, as PlaneScatter's flat run adds a plane of
+// few windows: every window's target and check first, by vector arithmetic,
+// then the adds in output order. The table scatter (volume_scatter_kernel.h)
+// put two dependent loads before each add's address: the loads of the next
+// adds ran ahead of the stores before them, and ran again where neighbouring
+// windows select the same input (their overlap). Planes of few windows (a
+// pyramid's 4x4) go several at a time, so that a run fills whole vectors.
+// channels_last, float32 windows that share no input, and planes the runs
+// do not take, go by the table.
+#pragma once
+
+#include <ATen/Parallel.h>
+#include <ATen/cpu/vec/vec.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "../volume_scatter_kernel.h"
+#include "../window_table.h"
+#include "plane_scatter.h"
+
+namespace poolx {
+namespace POOLX_ISA_NAMESPACE {
+
+// The windows of `planes` planes side by side, added as one run.
+class WindowRun {
+ public:
+  WindowRun(const Pool2dGeometry& g, int64_t planes)
+      : kernel_h_(static_cast<int32_t>(g.kernel_h)),
+        kernel_w_(static_cast<int32_t>(g.kernel_w)),
+        // v / kernel_w, v / (kernel_h * kernel_w) as (v * mul) >> 16 for v < 256
+        row_mul_(static_cast<int32_t>((65536 + g.kernel_w - 1) / g.kernel_w)),
+        slice_mul_(static_cast<int32_t>((65536 + g.kernel_h * g.kernel_w - 1) /
+                                        (g.kernel_h * g.kernel_w))),
+        // a tap further on: dilation_w inputs; a tap row further down:
+        // dilation_h input rows, less the kernel_w taps; a tap slice:
+        // dilation_d input slices, less the kernel_h rows
+        col_step_(static_cast<int32_t>(g.dilation_w)),
+        row_step_(static_cast<int32_t>(g.dilation_h * g.in_w - g.kernel_w * g.dilation_w)),
+        slice_step_(static_cast<int32_t>((g.dilation_d * g.in_h - g.kernel_h * g.dilation_h) *
+                                         g.in_w)) {
+    const AxisWindows ds(g.axis_d()), hs(g.axis_h()), ws(g.axis_w());
+    const int64_t plane = g.in_d * g.in_h * g.in_w;
+    for (int64_t p = 0; p < planes; ++p) {
+      for (int64_t od = 0; od < g.out_d; ++od) {
+        for (int64_t oh = 0; oh < g.out_h; ++oh) {
+          for (int64_t ow = 0; ow < g.out_w; ++ow) {
+            starts_.push_back(static_cast<int32_t>(
+                p * plane + (ds.start[od] * g.in_h + hs.start[oh]) * g.in_w + ws.start[ow]));
+            for (const TapRange taps : {ds.taps[od], hs.taps[oh], ws.taps[ow]}) {
+              taps_.push_back(static_cast<int32_t>(taps.begin));
+              taps_.push_back(static_cast<int32_t>(taps.end));
+            }
+          }
+        }
+      }
+    }
+    windows_ = static_cast<int64_t>(starts_.size());
+    // the last vector's padding: windows that accept any value
+    const int64_t padded = (windows_ + kPad - 1) / kPad * kPad;
+    starts_.resize(padded, 0);
+    taps_.resize(padded * 6, 0);
+    for (int64_t o = windows_; o < padded; ++o) {
+      for (int64_t axis = 0; axis < 3; ++axis) taps_[o * 6 + axis * 2 + 1] = INT32_MAX;
+    }
+    // by axis and end, window after window, as the vector loop reads them
+    std::vector<int32_t> by_axis(taps_.size());
+    for (int64_t o = 0; o < padded; ++o) {
+      for (int64_t k = 0; k < 6; ++k) by_axis[k * padded + o] = taps_[o * 6 + k];
+    }
+    taps_ = std::move(by_axis);
+  }
+
+  int64_t windows() const { return windows_; }
+
+  // Adds the run's gradients into sums (zero on entry); false, with no add
+  // made, if an argmax names no tap of its window inside the input.
+  template <bool kOntoZero, typename T, typename Sum>
+  bool add(const T* go, const uint8_t* am, Sum* sums) const {
+    using IVec = at::vec::Vectorized<int32_t>;
+    const int64_t n = windows_, padded = static_cast<int64_t>(starts_.size());
+    const IVec kernel_h(kernel_h_), kernel_w(kernel_w_), row_mul(row_mul_),
+        slice_mul(slice_mul_), col_step(col_step_), row_step(row_step_),
+        slice_step(slice_step_), shift(16);
+    const int32_t* const taps = taps_.data();
+    alignas(64) int32_t targets[kMaxTargets];
+    IVec bad(0);
+    for (int64_t o = 0; o < n; o += IVec::size()) {
+      const IVec v = bytes_as_int32(am + o, std::min<int64_t>(IVec::size(), n - o));
+      const IVec row = (v * row_mul) >> shift, slice = (v * slice_mul) >> shift;
+      const IVec kh = row - slice * kernel_h, kw = v - row * kernel_w;
+      // a tap outside [begin, end) along an axis; one past the taps has
+      // slice >= kernel_d >= the end along D
+      const auto outside = [&](const IVec& k, int64_t axis) {
+        const int32_t* range = taps + axis * 2 * padded + o;
+        return (k < IVec::loadu(range)) | (k >= IVec::loadu(range + padded));
+      };
+      bad = bad | outside(slice, 0) | outside(kh, 1) | outside(kw, 2);
+      (IVec::loadu(starts_.data() + o) + v * col_step + row * row_step + slice * slice_step)
+          .store(targets + o);
+    }
+    alignas(64) int32_t lanes[IVec::size()];
+    bad.store(lanes);
+    if (std::any_of(lanes, lanes + IVec::size(), [](int32_t lane) { return lane != 0; })) {
+      return false;
+    }
+    put_at_targets<T, false, kOntoZero>(go, targets, n, sums);
+    return true;
+  }
+
+ private:
+  static constexpr int64_t kPad = 16;  // a multiple of every ISA's int32 lanes
+
+  const int32_t kernel_h_, kernel_w_, row_mul_, slice_mul_, col_step_, row_step_, slice_step_;
+  int64_t windows_;
+  std::vector<int32_t> starts_;  // each window's first tap (before the input where padded)
+  // the taps inside the input along D, H, W: begin, then end, of every window
+  std::vector<int32_t> taps_;
+};
+
+// Runs of at least this many windows where planes are small enough.
+constexpr int64_t kRunWindows = 256;
+// The planes of a run take at most this many bytes: half the L1 cache.
+constexpr int64_t kRunBytes = 16 * 1024;
+
+// Whether the backward of g goes by runs: NCHW planes of 1 to kMaxTargets
+// windows, none without a tap inside the input (any value is valid there),
+// offsets within int32.
+inline bool adds_by_runs(const Pool2dGeometry& g, const Layout4d& in_l) {
+  const auto any_empty = [](const AxisT<int64_t>& axis) { return AxisWindows(axis).any_empty(); };
+  const int64_t padded = (g.in_d + 2 * g.pad_d) * (g.in_h + 2 * g.pad_h) * (g.in_w + 2 * g.pad_w);
+  const int64_t windows = g.out_d * g.out_h * g.out_w;
+  return !in_l.channels_last && windows > 0 && windows <= kMaxTargets &&
+         g.in_d * g.in_h * g.in_w > 0 && padded < (int64_t{1} << 30) &&
+         !any_empty(g.axis_d()) && !any_empty(g.axis_h()) && !any_empty(g.axis_w());
+}
+
+// The backward by runs of whole NCHW planes, each zeroed, then summed in
+// place while in the L1 cache; where no two windows share an input
+// (disjoint), each gradient is added to a zero, the sum not read back.
+template <typename T>
+void backward_by_runs(const FastBackwardArgs& a, bool disjoint) {
+  const Pool2dGeometry& g = a.g;
+  const T* const go = static_cast<const T*>(a.grad_output);
+  T* const gi = static_cast<T*>(a.grad_input);
+  const int64_t plane = g.in_d * g.in_h * g.in_w, out_plane = g.out_d * g.out_h * g.out_w;
+  const int64_t planes = a.in_l.n * a.in_l.c;
+  const int64_t by_windows = std::max<int64_t>(1, kRunWindows / out_plane);
+  const int64_t by_bytes =
+      std::max<int64_t>(1, kRunBytes / (plane * static_cast<int64_t>(sizeof(T))));
+  const int64_t run_planes = std::min({by_windows, by_bytes, kMaxTargets / out_plane, planes});
+  if (run_planes == 0) return;  // no plane
+  const int64_t runs = planes / run_planes, rest = planes % run_planes;
+  const WindowRun run(g, run_planes), last(g, rest);
+  const auto add_runs = [&](auto onto_zero) {
+    at::parallel_for(0, runs + (rest != 0), grain_for(run_planes * plane), [&](int64_t b,
+                                                                               int64_t e) {
+      bool valid = true;
+      for (int64_t r = b; r < e && valid; ++r) {  // an invalid argmax ends the task
+        const WindowRun& here = r < runs ? run : last;
+        const int64_t first = r * run_planes;
+        T* const sums = gi + first * plane;
+        std::memset(static_cast<void*>(sums), 0, here.windows() / out_plane * plane * sizeof(T));
+        valid &= here.template add<decltype(onto_zero)::value>(
+            go + first * out_plane, a.argmax + first * out_plane, sums);
+      }
+      if (!valid) a.argmax_invalid->store(true, std::memory_order_relaxed);
+    });
+  };
+  if (disjoint) {
+    add_runs(std::true_type{});
+  } else {
+    add_runs(std::false_type{});
+  }
+}
+
+// The backward that kernels_cpu.cpp scatters, of T (a null T* names it).
+template <typename T>
+void scatter_windows_add(const FastBackwardArgs& a, T* /*type*/) {
+  const Pool2dGeometry& g = a.g;
+  // float32 gradients of up to 64 windows that share no input are plain
+  // stores, which the table places faster (7x7 planes by 2x2: 0.063 vs
+  // 0.071 ms); larger volumes outgrow its table (8x16x16 windows by 2x2x2:
+  // 0.525 ms, by runs 0.234)
+  const bool disjoint = windows_disjoint(g);
+  const bool stores =
+      std::is_same_v<T, float> && disjoint && g.out_d * g.out_h * g.out_w <= 64;
+  if (!stores && adds_by_runs(g, a.in_l)) {
+    backward_by_runs<T>(a, disjoint);
+    return;
+  }
+  const T* const go = static_cast<const T*>(a.grad_output);
+  T* const gi = static_cast<T*>(a.grad_input);
+  const bool valid =
+      a.in_l.channels_last
+          ? scatter_windows<Scatter::kAdd, false>(go, a.argmax, gi, a.out_l, a.g)
+          : scatter_windows<Scatter::kAdd, true>(go, a.argmax, gi, a.out_l, a.g);
+  if (!valid) a.argmax_invalid->store(true, std::memory_order_relaxed);
+}
+
+}  // namespace POOLX_ISA_NAMESPACE
+}  // namespace poolx
