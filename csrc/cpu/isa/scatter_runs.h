@@ -131,13 +131,16 @@ constexpr int64_t kRunBytes = 16 * 1024;
 
 // Whether the backward of g goes by runs: NCHW planes of 1 to kMaxTargets
 // windows, none without a tap inside the input (any value is valid there),
-// offsets within int32.
+// offsets within int32, the offset of any byte value's tap too (checked
+// after it is worked out).
 inline bool adds_by_runs(const Pool2dGeometry& g, const Layout4d& in_l) {
   const auto any_empty = [](const AxisT<int64_t>& axis) { return AxisWindows(axis).any_empty(); };
   const int64_t padded = (g.in_d + 2 * g.pad_d) * (g.in_h + 2 * g.pad_h) * (g.in_w + 2 * g.pad_w);
+  const int64_t reach = 255 * (g.dilation_w + g.dilation_h * g.in_w + g.kernel_w * g.dilation_w +
+                               (g.dilation_d * g.in_h + g.kernel_h * g.dilation_h) * g.in_w);
   const int64_t windows = g.out_d * g.out_h * g.out_w;
   return !in_l.channels_last && windows > 0 && windows <= kMaxTargets &&
-         g.in_d * g.in_h * g.in_w > 0 && padded < (int64_t{1} << 30) &&
+         g.in_d * g.in_h * g.in_w > 0 && padded + reach < (int64_t{1} << 30) &&
          !any_empty(g.axis_d()) && !any_empty(g.axis_h()) && !any_empty(g.axis_w());
 }
 
