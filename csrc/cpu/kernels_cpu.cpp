@@ -62,10 +62,9 @@ constexpr int64_t kScatterWindow = 64;
 // Whether an NCHW plane (NCDHW volume) has few enough windows that their
 // scatter (by runs of planes, isa/scatter_runs.h) beats the paths by rows,
 // whose work per row and plane outweighs such a plane's windows: planes of
-// up to 64 windows (a 14x14 plane by 2x2 measured 1.1-2x faster, a 28x28
-// one's 196 windows slower), volumes of up to 4096 (8x14x14 by 2x2x2: 1.6-2.6x),
-// bfloat16 ones up to 1024 (3136 windows of 16x28x28 by 1x2x2: rows 1.6x
-// faster). float64, which the runs do not serve, scatters by the generic
+// up to 64 windows (196 measured faster by rows), volumes of up to 4096,
+// bfloat16 ones up to 1024 (3136 measured faster by rows; DESIGN.md has the
+// times). float64, which the runs do not serve, scatters by the generic
 // table up to 16 windows a plane and 64 a volume.
 bool few_windows(const Tensor& grad_input, const Pool2dGeometry& g) {
   const int64_t windows = g.out_d * g.out_h * g.out_w;

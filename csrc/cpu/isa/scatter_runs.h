@@ -188,9 +188,8 @@ template <typename T>
 void scatter_windows_add(const FastBackwardArgs& a, T* /*type*/) {
   const Pool2dGeometry& g = a.g;
   // float32 gradients of up to 64 windows that share no input are plain
-  // stores, which the table places faster (7x7 planes by 2x2: 0.063 vs
-  // 0.071 ms); larger volumes outgrow its table (8x16x16 windows by 2x2x2:
-  // 0.525 ms, by runs 0.234)
+  // stores, which the table places faster; more windows outgrow its table
+  // (DESIGN.md, the benchmark table's scatter runs)
   const bool disjoint = windows_disjoint(g);
   const bool stores =
       std::is_same_v<T, float> && disjoint && g.out_d * g.out_h * g.out_w <= 64;
