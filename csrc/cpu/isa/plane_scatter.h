@@ -53,6 +53,18 @@ inline void add_rounded(Sum& sum, GradFloat<T> grad) {
 struct TapOffsets {
   uint32_t row_mul, slice_mul;  // v / kernel_w, v / (kernel_h * kernel_w): (v * mul) >> 16
   int32_t col_step, row_step, slice_step;
+  // g's offsets in elements of C channels: a tap further on is dilation_w
+  // inputs; a tap row further down dilation_h input rows, less the kernel_w
+  // taps; a tap slice dilation_d input slices, less the kernel_h rows
+  static TapOffsets of(const Pool2dGeometry& g, int64_t C) {
+    const int64_t area = g.kernel_h * g.kernel_w;
+    return {static_cast<uint32_t>((65536 + g.kernel_w - 1) / g.kernel_w),
+            static_cast<uint32_t>((65536 + area - 1) / area),
+            static_cast<int32_t>(g.dilation_w * C),
+            static_cast<int32_t>((g.dilation_h * g.in_w - g.kernel_w * g.dilation_w) * C),
+            static_cast<int32_t>((g.dilation_d * g.in_h - g.kernel_h * g.dilation_h) * g.in_w *
+                                 C)};
+  }
   int32_t operator()(uint32_t tap) const {
     const uint32_t row = (tap * row_mul) >> 16, slice = (tap * slice_mul) >> 16;
     return static_cast<int32_t>(tap) * col_step + static_cast<int32_t>(row) * row_step +
@@ -99,16 +111,7 @@ class PlaneScatter {
  public:
   PlaneScatter(const Pool2dGeometry& g, int64_t C)
       : g_(g), C_(C), rule_(g), cols_(rule_.interior_cols()), volume_(!g.planar()),
-        // a tap row further down: dilation_h input rows, less the kernel_w
-        // taps; a tap slice: dilation_d input slices, less the kernel_h rows
-        tap_offsets_{
-            rule_.tap_row_mul(),
-            static_cast<uint32_t>((65536 + g.kernel_h * g.kernel_w - 1) /
-                                  (g.kernel_h * g.kernel_w)),
-            static_cast<int32_t>(g.dilation_w * C),
-            static_cast<int32_t>((g.dilation_h * g.in_w - g.kernel_w * g.dilation_w) * C),
-            static_cast<int32_t>(
-                (g.dilation_d * g.in_h - g.kernel_h * g.dilation_h) * g.in_w * C)} {
+        tap_offsets_(TapOffsets::of(g, C)) {
     for (int64_t t = 0; t < g.window_size(); ++t) {
       tap_offset_[t] = tap_offsets_(static_cast<uint32_t>(t));
     }

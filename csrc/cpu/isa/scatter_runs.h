@@ -34,47 +34,35 @@ class WindowRun {
   WindowRun(const Pool2dGeometry& g, int64_t planes)
       : kernel_h_(static_cast<int32_t>(g.kernel_h)),
         kernel_w_(static_cast<int32_t>(g.kernel_w)),
-        // v / kernel_w, v / (kernel_h * kernel_w) as (v * mul) >> 16 for v < 256
-        row_mul_(static_cast<int32_t>((65536 + g.kernel_w - 1) / g.kernel_w)),
-        slice_mul_(static_cast<int32_t>((65536 + g.kernel_h * g.kernel_w - 1) /
-                                        (g.kernel_h * g.kernel_w))),
-        // a tap further on: dilation_w inputs; a tap row further down:
-        // dilation_h input rows, less the kernel_w taps; a tap slice:
-        // dilation_d input slices, less the kernel_h rows
-        col_step_(static_cast<int32_t>(g.dilation_w)),
-        row_step_(static_cast<int32_t>(g.dilation_h * g.in_w - g.kernel_w * g.dilation_w)),
-        slice_step_(static_cast<int32_t>((g.dilation_d * g.in_h - g.kernel_h * g.dilation_h) *
-                                         g.in_w)) {
+        offsets_(TapOffsets::of(g, 1)),
+        windows_(planes * g.out_d * g.out_h * g.out_w),
+        // the last vector's padding: windows that accept any value
+        padded_((windows_ + kPad - 1) / kPad * kPad),
+        starts_(padded_, 0),
+        taps_(6 * padded_, 0) {
     const AxisWindows ds(g.axis_d()), hs(g.axis_h()), ws(g.axis_w());
     const int64_t plane = g.in_d * g.in_h * g.in_w;
+    int64_t o = 0;
+    const auto set_taps = [&](int64_t axis, TapRange taps) {
+      taps_[2 * axis * padded_ + o] = static_cast<int32_t>(taps.begin);
+      taps_[(2 * axis + 1) * padded_ + o] = static_cast<int32_t>(taps.end);
+    };
     for (int64_t p = 0; p < planes; ++p) {
       for (int64_t od = 0; od < g.out_d; ++od) {
         for (int64_t oh = 0; oh < g.out_h; ++oh) {
-          for (int64_t ow = 0; ow < g.out_w; ++ow) {
-            starts_.push_back(static_cast<int32_t>(
-                p * plane + (ds.start[od] * g.in_h + hs.start[oh]) * g.in_w + ws.start[ow]));
-            for (const TapRange taps : {ds.taps[od], hs.taps[oh], ws.taps[ow]}) {
-              taps_.push_back(static_cast<int32_t>(taps.begin));
-              taps_.push_back(static_cast<int32_t>(taps.end));
-            }
+          for (int64_t ow = 0; ow < g.out_w; ++ow, ++o) {
+            starts_[o] = static_cast<int32_t>(
+                p * plane + (ds.start[od] * g.in_h + hs.start[oh]) * g.in_w + ws.start[ow]);
+            set_taps(0, ds.taps[od]);
+            set_taps(1, hs.taps[oh]);
+            set_taps(2, ws.taps[ow]);
           }
         }
       }
     }
-    windows_ = static_cast<int64_t>(starts_.size());
-    // the last vector's padding: windows that accept any value
-    const int64_t padded = (windows_ + kPad - 1) / kPad * kPad;
-    starts_.resize(padded, 0);
-    taps_.resize(padded * 6, 0);
-    for (int64_t o = windows_; o < padded; ++o) {
-      for (int64_t axis = 0; axis < 3; ++axis) taps_[o * 6 + axis * 2 + 1] = INT32_MAX;
+    for (; o < padded_; ++o) {
+      for (int64_t axis = 0; axis < 3; ++axis) set_taps(axis, {0, INT32_MAX});
     }
-    // by axis and end, window after window, as the vector loop reads them
-    std::vector<int32_t> by_axis(taps_.size());
-    for (int64_t o = 0; o < padded; ++o) {
-      for (int64_t k = 0; k < 6; ++k) by_axis[k * padded + o] = taps_[o * 6 + k];
-    }
-    taps_ = std::move(by_axis);
   }
 
   int64_t windows() const { return windows_; }
@@ -84,10 +72,11 @@ class WindowRun {
   template <bool kOntoZero, typename T, typename Sum>
   bool add(const T* go, const uint8_t* am, Sum* sums) const {
     using IVec = at::vec::Vectorized<int32_t>;
-    const int64_t n = windows_, padded = static_cast<int64_t>(starts_.size());
-    const IVec kernel_h(kernel_h_), kernel_w(kernel_w_), row_mul(row_mul_),
-        slice_mul(slice_mul_), col_step(col_step_), row_step(row_step_),
-        slice_step(slice_step_), shift(16);
+    const int64_t n = windows_, padded = padded_;
+    const TapOffsets& t = offsets_;
+    const IVec kernel_h(kernel_h_), kernel_w(kernel_w_),
+        row_mul(static_cast<int32_t>(t.row_mul)), slice_mul(static_cast<int32_t>(t.slice_mul)),
+        col_step(t.col_step), row_step(t.row_step), slice_step(t.slice_step), shift(16);
     const int32_t* const taps = taps_.data();
     alignas(64) int32_t targets[kMaxTargets];
     IVec bad(0);
@@ -117,10 +106,12 @@ class WindowRun {
  private:
   static constexpr int64_t kPad = 16;  // a multiple of every ISA's int32 lanes
 
-  const int32_t kernel_h_, kernel_w_, row_mul_, slice_mul_, col_step_, row_step_, slice_step_;
-  int64_t windows_;
+  const int32_t kernel_h_, kernel_w_;
+  const TapOffsets offsets_;
+  const int64_t windows_, padded_;
   std::vector<int32_t> starts_;  // each window's first tap (before the input where padded)
-  // the taps inside the input along D, H, W: begin, then end, of every window
+  // the taps inside the input, by axis D, H, W: the begin of every window,
+  // then the end of every window, as the vector loop reads them
   std::vector<int32_t> taps_;
 };
 

@@ -67,10 +67,10 @@ C10_ALWAYS_INLINE Vec load_float(const T* p, int64_t n) {
 
 // Bytes p[0, n) widened to int32 lanes (n <= lanes; the others 0).
 C10_ALWAYS_INLINE at::vec::Vectorized<int32_t> bytes_as_int32(const uint8_t* p, int64_t n) {
-  using IVec = at::vec::Vectorized<int32_t>;
 #if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
   return at::vec::convert_to_int32<uint8_t>(p, static_cast<int>(n));
 #else
+  using IVec = at::vec::Vectorized<int32_t>;
   alignas(64) int32_t lanes[IVec::size()] = {};
   std::copy(p, p + n, lanes);
   return IVec::loadu(lanes);
