@@ -136,6 +136,22 @@ def test_large_unpool(channels_last, streaming):
         assert_identical(poolx.max_unpool2d(values, indices, 2, output_size=shape[-2:]), expected)
 
 
+@pytest.mark.parametrize("kernel", [3, 4, 7])
+@pytest.mark.parametrize("channels", [32, 40, 64])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_tiled_channels_last_streamed(kernel, channels, dtype, streaming):
+    """channels_last windows that tile, of many taps, streamed: pixels of
+    whole cache lines (32, 64 channels) a line per tap, others (40) vector by
+    vector; a row past the last window is zeroed."""
+    shape = (2, channels, 2 * kernel + 1, 3 * kernel)
+    check_case(shape, dtype, True, ((kernel, kernel), (kernel, kernel), (0, 0), (1, 1)), False)
+    x = planted_input(shape, dtype, True)
+    values, argmax = poolx.max_pool2d_with_argmax(x, kernel)
+    _, indices = F.max_pool2d(x, kernel, return_indices=True)
+    assert_identical(poolx.max_unpool2d_argmax(values, argmax, shape[-2:], kernel),
+                     F.max_unpool2d(values, indices, kernel, output_size=shape[-2:]))
+
+
 def test_autograd_through_fast_paths():
     x = planted_input((2, 24, 20, 34), torch.float32, channels_last=True)
     x = torch.where(torch.isnan(x), 1.0, x).requires_grad_(True)  # finite sums

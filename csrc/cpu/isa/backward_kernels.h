@@ -18,6 +18,36 @@
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
 
+// Vectors a cache line holds: 2 or 4 where a vector is narrower (AVX2).
+template <typename T>
+constexpr int64_t kVectorsPerLine = std::max<int64_t>(1, 64 / (kLanes * sizeof(T)));
+
+// route_channels streamed, a cache line at a time: each tap's line is
+// written whole before the next tap's. Vector by vector, a window of many
+// taps leaves as many lines partly written, each finished only after the
+// other taps' stores: more lines than the write-combining buffers hold (an
+// AMD Zen 3's 7x7 windows streamed far slower than stored). C: a whole
+// number of lines; streamed lines start at 64-byte boundaries.
+template <typename T, bool kCopy>
+inline void route_lines(const T* grad, const uint8_t* argmax, T* window, int64_t C, int64_t kh,
+                        int64_t kernel_w, SeenArgmax& seen) {
+  constexpr int64_t kLine = kVectorsPerLine<T>;
+  for (int64_t c0 = 0; c0 < C; c0 += kLine * kLanes) {
+    Vec g[kLine], am[kLine];
+    for (int64_t j = 0; j < kLine; ++j) {
+      g[j] = load_float(grad + c0 + j * kLanes, kLanes);
+      am[j] = load_argmax(argmax + c0 + j * kLanes, kLanes);
+      seen.add(am[j]);
+    }
+    for (int64_t kw = 0; kw < kernel_w; ++kw) {
+      for (int64_t j = 0; j < kLine; ++j) {
+        store_lanes(window + kw * C + c0 + j * kLanes,
+                    select_grad<kCopy>(g[j], am[j], kh * kernel_w + kw), kLanes, true);
+      }
+    }
+  }
+}
+
 // The C channels of one output pixel routed to the kernel_w input pixels of
 // its window in kernel row kh, through float lanes; route_16bit.h has the
 // 16-bit-lane twin. kSpill (C <= kLanes only): each tap is stored as a whole
@@ -25,6 +55,12 @@ namespace POOLX_ISA_NAMESPACE {
 template <typename T, bool kCopy, bool kSpill>
 inline void route_channels(const T* grad, const uint8_t* argmax, T* window, int64_t C,
                            int64_t kh, int64_t kernel_w, SeenArgmax& seen, bool stream) {
+  if constexpr (kVectorsPerLine<T> > 1 && !kSpill) {
+    if (stream && C % (kVectorsPerLine<T> * kLanes) == 0) {
+      route_lines<T, kCopy>(grad, argmax, window, C, kh, kernel_w, seen);
+      return;
+    }
+  }
   // with kSpill one vector and no channel loop, which kept the compiler from
   // unrolling the taps
   // A pixel of kLanes channels or more ends on a whole vector that overlaps
