@@ -44,13 +44,6 @@ inline int64_t tiled_row_planes(const Layout4d& l) {
   return l.channels_last ? l.n : l.n * l.c;
 }
 
-constexpr bool kVectorBuild =
-#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
-    true;
-#else
-    false;
-#endif
-
 inline bool forward(const FastForwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const bool cl = a.in_l.channels_last;
@@ -233,9 +226,10 @@ inline bool unpools_by_scatter(const FastBackwardArgs& a) {
 
 // Unpool by argmax, tiled: each input lies in at most one window, so the
 // tiled backward's routing with the value copied is the whole unpool, for
-// types whose lanes carry the value's bits unchanged: float32, and 16-bit
-// types in 16-bit lanes (AVX-512). Other cases take unpool_tiled.h. By
-// indices, each routed row's taps come from its indices (row_taps.h).
+// types whose lanes carry the value's bits unchanged: float32, bfloat16 (on
+// AVX2 in float lanes, widened and narrowed by shifts), and float16 in 16-bit
+// lanes (AVX-512). Other cases take unpool_tiled.h. By indices, each routed
+// row's taps come from its indices (row_taps.h).
 inline bool unpool_argmax(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const bool cl = a.in_l.channels_last;
@@ -271,7 +265,7 @@ inline bool unpool_argmax(const FastBackwardArgs& a) {
     backward_channels_last_tiled<float, /*kCopy=*/true>(a);
     return true;
   }
-#if defined(CPU_CAPABILITY_AVX512)  // 16-bit lanes (route_16bit.h) move the bits unchanged
+#if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
   const auto routed = [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (row_c != 0) return rows(tag);
@@ -280,6 +274,8 @@ inline bool unpool_argmax(const FastBackwardArgs& a) {
     return true;
   };
   if (a.dtype == c10::ScalarType::BFloat16) return routed(static_cast<c10::BFloat16*>(nullptr));
+#endif
+#if defined(CPU_CAPABILITY_AVX512)
   if (a.dtype == c10::ScalarType::Half) return routed(static_cast<c10::Half*>(nullptr));
 #endif
   return false;

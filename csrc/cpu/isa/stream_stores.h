@@ -14,11 +14,7 @@
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
 
-#if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
-constexpr bool kCanStream = true;
-#else
-constexpr bool kCanStream = false;
-#endif
+constexpr bool kCanStream = kVectorBuild;  // by the vector ISAs' intrinsics
 
 template <typename T>
 inline bool vector_aligned(const T* p) {

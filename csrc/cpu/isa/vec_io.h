@@ -19,6 +19,13 @@ namespace POOLX_ISA_NAMESPACE {
 
 using Vec = at::vec::Vectorized<float>;
 constexpr int64_t kLanes = Vec::size();
+// Whether this is a build of the vector ISAs' intrinsics (AVX2, AVX-512).
+constexpr bool kVectorBuild =
+#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
+    true;
+#else
+    false;
+#endif
 
 // kLanes 16-bit elements fill half of an at::vec vector of them, whose
 // partial loads and stores go through a buffer (a memcpy per vector). They
