@@ -152,6 +152,15 @@ def test_tiled_channels_last_streamed(kernel, channels, dtype, streaming):
                      F.max_unpool2d(values, indices, kernel, output_size=shape[-2:]))
 
 
+@pytest.mark.parametrize("shape, kernel", [((2, 64, 7, 7), 7), ((2, 40, 13, 13), 4),
+                                           ((2, 16, 16, 16), 4), ((2, 16, 16, 17), 4)], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_small_channels_last_images(shape, kernel, dtype):
+    """channels_last images of up to 256 pixels in windows of 16 taps or more
+    (heads; scattered on AVX2), and one pixel more (routed)."""
+    check_case(shape, dtype, True, ((kernel, kernel), (kernel, kernel), (0, 0), (1, 1)), False)
+
+
 def test_autograd_through_fast_paths():
     x = planted_input((2, 24, 20, 34), torch.float32, channels_last=True)
     x = torch.where(torch.isnan(x), 1.0, x).requires_grad_(True)  # finite sums
