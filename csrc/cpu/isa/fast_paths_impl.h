@@ -8,6 +8,7 @@
 #include <c10/util/Half.h>
 
 #include "backward_kernels.h"
+#include "backward_routes.h"
 #include "backward_scatter.h"
 #include "forward_by_pixels.h"
 #include "forward_by_windows.h"
@@ -101,41 +102,6 @@ inline bool forward(const FastForwardArgs& a) {
   });
 }
 
-// channels_last pixels of fewer channels gather slower than a scatter per
-// image sums them (3 channels: 10x, 48: 1.1-1.3x).
-constexpr int64_t kGatherMinChannels = 64;
-
-// channels_last windows that tile the input, pixels of a few channels that
-// fill no whole vector: a scatter per image sums them faster than routing
-// each pixel by vectors, whose time follows the input's pixels where the
-// scatter's follows the windows. On AVX2 (an AMD EPYC): float32 below two
-// vectors of channels, 16-bit types up to half of one, and (any channels,
-// kScattersSmallImages) images of up to 256 pixels in windows of 16 taps or
-// more: heads, 7x7 to 1, 13x13 by 4x4 (from 28x28 on the routing measured
-// faster). On AVX-512: up to 8 channels where windows have over 4 taps, and
-// float32 up to 4 channels.
-constexpr bool kScattersSmallImages = kVectorBuild && kLanes == 8;  // AVX2
-template <typename T>
-inline bool scatters_few_channels(int64_t C, int64_t taps) {
-#if defined(CPU_CAPABILITY_AVX2)
-  (void)taps;
-  if (C % kLanes == 0) return false;
-  return std::is_same_v<T, float> ? C < 2 * kLanes : C <= kLanes / 2;
-#else
-  return C <= 8 && (taps > 4 || (std::is_same_v<T, float> && C <= 4));
-#endif
-}
-
-// channels_last volumes whose windows overlap, pad or dilate: the gather of
-// planes beats the plane scatter where pixels are wide and an input lies in
-// few windows (3x3x3 stride 2: 3.4 on average, 2x2x2 stride 1: 8). Where it
-// lies in 27 (3x3x3 stride 1) or pixels are of 64 channels, the gather's
-// reads of every covering window measured slower.
-inline bool gathers_volume(const Pool2dGeometry& g, int64_t C) {
-  return !tiles_volume(g) && C >= 2 * kGatherMinChannels &&
-         g.window_size() <= 8 * g.stride_d * g.stride_h * g.stride_w;
-}
-
 inline bool backward(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const bool cl = a.in_l.channels_last;
@@ -163,7 +129,7 @@ inline bool backward(const FastBackwardArgs& a) {
       else backward_scatter<T>(a);
     } else if (!cl || (!tiles_input(g) && a.in_l.c < kGatherMinChannels) ||
                scatters_few_channels<T>(a.in_l.c, g.kernel_h * g.kernel_w) ||
-               (kScattersSmallImages && g.in_h * g.in_w <= 256 && g.window_size() >= 16)) {
+               scatters_small_images(g)) {
       backward_scatter<T>(a);
     } else if (tiles_input(g)) {
       backward_channels_last_tiled<T>(a);
