@@ -65,13 +65,17 @@ def _pool_args(input, sizes):
     arguments for the same windows, whose ops' autograd runs in C++ and saves
     a small head the Python Function's host time. Compiled and exported code
     keeps the adaptive ops (no guard on symbolic sizes dividing)."""
-    spatial = input.shape[2:]
-    if (torch.compiler.is_compiling() or input.dim() != len(sizes) + 2
-            or not input.is_floating_point() or 0 in input.shape[1:]
-            or not all(type(n) is int and type(s) is int and s > 0 and n % s == 0
-                       for n, s in zip(spatial, sizes))):
+    if torch.compiler.is_compiling():
         return (sizes,)
-    kernel = tuple(n // s for n, s in zip(spatial, sizes))
+    shape = input.shape
+    if len(shape) != len(sizes) + 2 or shape[1] == 0 or not input.is_floating_point():
+        return (sizes,)
+    kernel = []
+    for n, s in zip(shape[2:], sizes):
+        if type(n) is not int or type(s) is not int or n == 0 or s <= 0 or n % s:
+            return (sizes,)
+        kernel.append(n // s)
+    kernel = tuple(kernel)
     return kernel, kernel, (0,) * len(sizes), (1,) * len(sizes), False
 
 
