@@ -25,14 +25,17 @@ def _flat(t):
 
 
 def _one(value, name, allow_empty=False):
-    """An int or a sequence of one int, as an int (None for an empty sequence
-    where allowed), with torch's max_pool1d error otherwise."""
+    """An int (a SymInt too) or a sequence of one int, as an int (None for an
+    empty sequence where allowed), with torch's max_pool1d error otherwise."""
     if geo._plain(value):
         return value
-    items = tuple(value) if isinstance(value, (tuple, list)) else None
-    if items is None or not all(geo._is_int(v) for v in items):
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if not all(geo._is_int(v) for v in items):
         raise TypeError(f"max_pool1d(): argument '{name}' must be an int or a tuple of one int, "
                         f"but got {name}={value!r}")
+    if any(isinstance(v, int) and not geo._plain(v) for v in items):  # torch's error types
+        error = ValueError if items[0] is value else TypeError
+        raise error(f"max_pool1d(): argument '{name}' must fit in int64, but got {name}={value!r}")
     if allow_empty and not items:
         return None
     if len(items) != 1:
@@ -85,10 +88,10 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     params = params_1d(kernel_size, stride, padding, dilation)
     if return_indices:
         _check_signal(input)
-        values, indices = f2d.max_pool2d(_unit_height(input), *params, ceil_mode, True, save=save)
+        values, indices = f2d.pool(_unit_height(input), (*params, ceil_mode), True, save)
         return _flat(values), _flat(indices)
     _check_1d(input, params, ceil_mode)
-    return _flat(f2d.max_pool2d(_unit_height(input), *params, ceil_mode, save=save))
+    return _flat(f2d.pool(_unit_height(input), (*params, ceil_mode), False, save))
 
 
 def max_pool1d_with_argmax(input, kernel_size, stride=None, padding=0, dilation=1,

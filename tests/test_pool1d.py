@@ -160,6 +160,10 @@ INVALID_CALLS = {
     "1-D input": ((5,), dict(kernel_size=1)),
     "4-D input": ((1, 2, 3, 4), dict(kernel_size=1)),
     "float kernel": ((2, 3, 10), dict(kernel_size=2.0)),
+    "kernel beyond int64": ((2, 3, 10), dict(kernel_size=(2**70,))),
+    "stride beyond int64": ((2, 3, 10), dict(kernel_size=2, stride=[2**64])),
+    "padding beyond int64": ((2, 3, 10), dict(kernel_size=2, padding=(-(2**63) - 1,))),
+    "dilation beyond int64": ((2, 3, 10), dict(kernel_size=2, dilation=2**63)),
 }
 
 
