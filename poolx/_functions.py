@@ -291,6 +291,8 @@ def gather_at_argmax(src, argmax, *pool_args):
 
 
 def unpool_by_indices(input, indices, output_hw):
+    if any(type(n) is int and not -(2**63) <= n < 2**63 for n in output_hw):
+        raise TypeError(f"max_unpool: the output's size must fit in int64, but got {output_hw}")
     return _call(ops.max_unpool2d.default, UnpoolByIndices, input, indices, output_hw)
 
 

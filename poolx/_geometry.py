@@ -18,8 +18,11 @@ def _is_int(v):
 
 
 def _int64(v, name, op, value):
+    """v, checked to fit in int64: torch's argument parser raises a ValueError
+    for an int beyond it, a TypeError for such an int in a sequence."""
     if isinstance(v, int) and not -(2**63) <= v < 2**63:
-        raise ValueError(f"{op}: {name} must fit in int64, but got {name}={value!r}")
+        error = ValueError if v is value else TypeError
+        raise error(f"{op}: {name} must fit in int64, but got {name}={value!r}")
     return v
 
 

@@ -21,6 +21,7 @@ def _output_size(input, output_size, dims, op):
     """output_size as a tuple of `dims` sizes, torch's way: an int for every
     axis, and None (2-D and 3-D) for an axis that keeps the input's size."""
     if isinstance(output_size, (int, torch.SymInt)) and not isinstance(output_size, bool):
+        _check_ints((output_size,), output_size, op)
         return (output_size,) * dims
     if not isinstance(output_size, (tuple, list, torch.Size)):
         raise TypeError(f"{op}(): argument 'output_size' must be an int or a tuple of "
@@ -47,6 +48,10 @@ def _check_ints(sizes, output_size, op):
         if not isinstance(s, (int, torch.SymInt)) or isinstance(s, bool):
             raise TypeError(f"{op}(): argument 'output_size' must be a tuple of ints, but got "
                             f"output_size={output_size!r}")
+        if type(s) is int and not -(2**63) <= s < 2**63:  # torch's argument parser's types
+            error = ValueError if s is output_size else TypeError
+            raise error(f"{op}(): argument 'output_size' must fit in int64, but got "
+                        f"output_size={output_size!r}")
 
 
 def check_nonempty(input, op):

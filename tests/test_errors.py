@@ -52,6 +52,8 @@ REJECTED_BY_TORCH = [
     ((2, 3, 8, 8), torch.float32, dict(kernel_size=2, dilation=BIG), rf"dilation=.{BIG}"),
     ((2, 3, 8, 8), torch.float32, dict(kernel_size=BIG, padding=BIG // 2), rf"kernel_size=.{BIG}"),
     ((2, 3, 8, 8), torch.float32, dict(kernel_size=2**64), r"kernel_size=18446744073709551616"),
+    ((2, 3, 8, 8), torch.float32, dict(kernel_size=(2, 2**64)), r"kernel_size=.2, 1844674"),
+    ((2, 3, 8, 8), torch.float32, dict(kernel_size=2, stride=(-(2**63) - 1, 1)), r"stride=.-9223"),
 ]
 
 

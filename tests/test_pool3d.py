@@ -262,6 +262,8 @@ BAD_CALLS = {
     "6-D input": ((1, 2, 3, 4, 5, 6), dict(kernel_size=2)),
     "zero channels": ((2, 0, 4, 5, 6), dict(kernel_size=2)),
     "zero depth": ((2, 3, 0, 5, 6), dict(kernel_size=2)),
+    "kernel beyond int64": ((2, 3, 4, 5, 6), dict(kernel_size=2**64)),
+    "stride beyond int64 in a tuple": ((2, 3, 4, 5, 6), dict(kernel_size=2, stride=(1, 2**63, 1))),
 }
 
 

@@ -143,3 +143,18 @@ def test_output_size_rule_is_torchs_for_every_argument_form():
             else:
                 got = poolx.max_unpool2d(values, indices, **call)
                 assert got.shape == expected.shape and torch.equal(got, expected), call
+
+
+@pytest.mark.parametrize("dims, args", [
+    (1, dict(kernel_size=2**64)), (1, dict(kernel_size=2, stride=(2**63,))),
+    (2, dict(kernel_size=(2, 2**64))), (2, dict(kernel_size=2, padding=(0, -(2**64)))),
+    (3, dict(kernel_size=(2, 2, 2**63))), (3, dict(kernel_size=2, stride=(1, 2**65, 1))),
+])
+def test_sizes_beyond_int64_raise_as_torch(dims, args):
+    """An unpooled size past int64 raises torch's error type, never wraps."""
+    x = torch.randn(1, 2, *(4,) * dims)
+    values, indices = getattr(F, f"max_pool{dims}d")(x, 2, return_indices=True)
+    with pytest.raises(Exception) as expected:
+        getattr(F, f"max_unpool{dims}d")(values, indices, **args)
+    with pytest.raises(type(expected.value)):
+        getattr(poolx, f"max_unpool{dims}d")(values, indices, **args)
