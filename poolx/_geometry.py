@@ -5,6 +5,7 @@ serves the functional API and the fake kernels, where sizes may be symbolic.
 """
 
 import math
+import operator
 from collections.abc import Sequence
 
 import torch
@@ -15,6 +16,29 @@ UINT8_WINDOW = 256
 
 def _is_int(v):
     return isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool)
+
+
+def as_index(v):
+    """v as torch's argument parser reads an int: NumPy integers and integer
+    (or bool) tensors of one element become ints; anything else comes back as
+    it is, for the caller's checks (a bool, a float: refused)."""
+    if type(v) is int or isinstance(v, (bool, torch.SymInt)):
+        return v
+    if isinstance(v, torch.Tensor):
+        if v.numel() == 1 and not (v.is_floating_point() or v.is_complex()):
+            return int(v.item())
+        return v
+    try:
+        return operator.index(v)
+    except TypeError:
+        return v
+
+
+def as_indices(value):
+    """as_index of an int, or of each item of a tuple or list (as a tuple)."""
+    if isinstance(value, (tuple, list)):
+        return tuple(map(as_index, value))
+    return as_index(value)
 
 
 def _int64(v, name, op, value):
@@ -34,11 +58,12 @@ def pair(value, name, op="max_pool2d", dims=2):
     plain = int_pair(value) if dims == 2 else None  # the common cases, cheaply
     if plain is not None:
         return plain
+    value = as_index(value)
     if _is_int(value):
         return (_int64(value, name, op, value),) * dims
     count = _COUNT[dims]
     if isinstance(value, Sequence) and not isinstance(value, str):
-        items = tuple(value)
+        items = tuple(as_index(v) for v in value)
         if not all(_is_int(v) for v in items):
             raise TypeError(f"{op}: {name} must be a tuple of ints, but got {name}={value!r}")
         if len(items) in (1, dims):

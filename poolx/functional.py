@@ -149,9 +149,12 @@ def _unpool_hw(input, kernel_size, stride, padding, output_size):
 
 
 def _torch_unpool_hw(input, kernel_size, stride, padding, output_size):
+    # NumPy and tensor ints as ints: torch's rule fails on NumPy's bools
+    kernel_size, stride, padding = map(geo.as_indices, (kernel_size, stride, padding))
     kernel = _pair(kernel_size)
     stride = kernel if stride is None else _pair(stride)
-    hw = tuple(F._unpool_output_size(input, kernel, stride, _pair(padding), output_size))
+    hw = tuple(map(geo.as_index, F._unpool_output_size(input, kernel, stride, _pair(padding),
+                                                        output_size)))
     for pos, size in enumerate(hw):
         if not isinstance(size, (int, torch.SymInt)):  # torch's argument parser's error
             raise TypeError(f"max_unpool2d(): argument 'output_size' (position 3) must be tuple "

@@ -29,12 +29,12 @@ def _one(value, name, allow_empty=False):
     empty sequence where allowed), with torch's max_pool1d error otherwise."""
     if geo._plain(value):
         return value
-    items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    items = tuple(map(geo.as_index, value if isinstance(value, (tuple, list)) else (value,)))
     if not all(geo._is_int(v) for v in items):
         raise TypeError(f"max_pool1d(): argument '{name}' must be an int or a tuple of one int, "
                         f"but got {name}={value!r}")
     if any(isinstance(v, int) and not geo._plain(v) for v in items):  # torch's error types
-        error = ValueError if items[0] is value else TypeError
+        error = TypeError if isinstance(value, (tuple, list)) else ValueError
         raise error(f"max_pool1d(): argument '{name}' must fit in int64, but got {name}={value!r}")
     if allow_empty and not items:
         return None
@@ -173,8 +173,9 @@ def _unpool_length(input, kernel_size, stride, padding, output_size):
     size = None if output_size is None else tuple(output_size)
     if None in plain or input.dim() < 1 or (size is not None and len(size) not in (1, 3)):
         kernel = _single(kernel_size)
-        return F._unpool_output_size(input, kernel, kernel if stride is None else
-                                     _single(stride), _single(padding), output_size)[0]
+        return _int_length(F._unpool_output_size(input, kernel, kernel if stride is None else
+                                                 _single(stride), _single(padding),
+                                                 output_size)[0])
     k, s, p = plain
     default = (input.shape[-1] - 1) * s + k - 2 * p
     if size is None:
@@ -182,16 +183,23 @@ def _unpool_length(input, kernel_size, stride, padding, output_size):
     if not default - s < size[-1] < default + s:
         raise ValueError(f'invalid output_size "{size[-1:]}" (dim 0 must be between '
                          f"{default - s} and {default + s})")
-    if not isinstance(size[-1], (int, torch.SymInt)):  # torch's argument parser's error
+    return _int_length(size[-1])
+
+
+def _int_length(n):
+    """The unpooled length as an int, or torch's argument parser's error."""
+    length = geo.as_index(n)
+    if not isinstance(length, (int, torch.SymInt)) or isinstance(length, bool):
         raise TypeError("max_unpool2d(): argument 'output_size' (position 3) must be tuple of "
-                        f"ints, but found element of type {type(size[-1]).__name__} at pos 0")
-    return size[-1]
+                        f"ints, but found element of type {type(n).__name__} at pos 0")
+    return length
 
 
 def _plain_one(value):
     """value as an int if it is one or a tuple or list of one, else None."""
     if isinstance(value, (tuple, list)) and len(value) == 1:
         value = value[0]
+    value = geo.as_index(value)
     return value if geo._plain(value) else None
 
 

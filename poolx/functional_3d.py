@@ -98,6 +98,19 @@ def _check_unpool(input, indices, stride):
         raise RuntimeError(f"strides should be greater than zero, but got stride: {list(stride)}")
 
 
+def _unpool_triple(value, name):
+    """max_unpool3d's kernel_size, stride or padding as three ints: an int or
+    three (NumPy and tensor ints too), refused with torch's error types."""
+    sizes = tuple(map(geo.as_index, _triple(geo.as_indices(value))))
+    if not all(geo._is_int(n) for n in sizes):
+        raise TypeError(f"max_unpool3d(): {name} must be an int or a tuple of three ints, but "
+                        f"got {name}={value!r}")
+    if len(sizes) != 3:
+        raise RuntimeError(f"max_unpool3d(): {name} must be an int or a tuple of three ints, but "
+                           f"got {name}={value!r}")
+    return sizes
+
+
 def _unpool_sizes(input, kernel, stride, padding, output_size):
     """torch's F._unpool_output_size, in its words, for sizes that may be
     symbolic: torch's own checks them in a closure torch.compile cannot trace."""
@@ -124,10 +137,11 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
     deterministic as poolx.max_unpool2d: where indices repeat, the value that
     comes last in memory order of each (N, C) volume wins. Indices outside the
     output volume raise an error instead of being written."""
-    kernel = _triple(kernel_size)
-    steps = kernel if stride is None else _triple(stride)
+    kernel = _unpool_triple(kernel_size, "kernel_size")
+    steps = kernel if stride is None else _unpool_triple(stride, "stride")
     _check_unpool(input, indices, steps)
-    depth, height, width = _unpool_sizes(input, kernel, steps, _triple(padding), output_size)
+    depth, height, width = _unpool_sizes(input, kernel, steps, _unpool_triple(padding, "padding"),
+                                         output_size)
     try:
         planes = unpool_by_indices(input.flatten(-3, -2), indices.flatten(-3, -2),
                                    (depth * height, width))

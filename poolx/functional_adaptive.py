@@ -12,6 +12,7 @@ only the input), where torch keeps the input and int64 indices.
 
 import torch
 
+from poolx import _geometry as geo
 from poolx import functional as f2d
 
 _COUNTS = {1: "one int", 2: "two ints", 3: "three ints"}
@@ -20,13 +21,15 @@ _COUNTS = {1: "one int", 2: "two ints", 3: "three ints"}
 def _output_size(input, output_size, dims, op):
     """output_size as a tuple of `dims` sizes, torch's way: an int for every
     axis, and None (2-D and 3-D) for an axis that keeps the input's size."""
+    if dims == 1:  # torch's parser reads NumPy and tensor ints here (2-D, 3-D: Python's rule)
+        output_size = geo.as_index(output_size)
     if isinstance(output_size, (int, torch.SymInt)) and not isinstance(output_size, bool):
         _check_ints((output_size,), output_size, op)
         return (output_size,) * dims
     if not isinstance(output_size, (tuple, list, torch.Size)):
         raise TypeError(f"{op}(): argument 'output_size' must be an int or a tuple of "
                         f"{_COUNTS[dims]}, but got output_size={output_size!r}")
-    sizes = tuple(output_size)
+    sizes = tuple(map(geo.as_index, output_size))
     if dims == 1:  # torch's argument parser: the types, then the length
         _check_ints(sizes, output_size, op)
         if len(sizes) != 1:
