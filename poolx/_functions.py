@@ -3,8 +3,7 @@ forward-mode AD or a torch.func transform sees: beyond the reverse-mode
 formulas that the ops carry in C++ (csrc/autograd.cpp, the same formulas),
 these have a forward-mode rule (jvp: the tangent gathered at each window's
 argmax) and a vmap rule, so torch.func.grad/vjp/jvp/vmap and forward-mode AD
-work as with torch's max_pool2d. Every other call goes to the ops directly
-(_call below)."""
+work as with torch's max_pool2d. Every other call goes to the ops directly (_call below)."""
 
 import torch
 
