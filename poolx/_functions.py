@@ -7,11 +7,11 @@ work as with torch's max_pool2d. Every other call goes to the ops directly (_cal
 
 import torch
 
+from poolx._geometry import _int64
 from poolx._library import _C, ops
 
-# The pooling arguments ("pool_args" below) are those of windowed pooling,
-# (kernel, stride, padding, dilation, ceil_mode), or of adaptive pooling,
-# (output_size,); the length of their first picks the 2-D or 3-D op.
+# The pooling arguments ("pool_args" below): windowed pooling's (kernel, stride, padding,
+# dilation, ceil_mode) or adaptive pooling's (output_size,); the first's length picks 2-D or 3-D.
 
 # kind -> its windowed 2-D and 3-D op, then the adaptive ones (overloads: see _call)
 _OPS = {kind: tuple(getattr(ops, name).default for name in names) for kind, names in {
@@ -290,8 +290,8 @@ def gather_at_argmax(src, argmax, *pool_args):
 
 
 def unpool_by_indices(input, indices, output_hw):
-    if any(type(n) is int and not -(2**63) <= n < 2**63 for n in output_hw):
-        raise TypeError(f"max_unpool: the output's size must fit in int64, but got {output_hw}")
+    for n in output_hw:  # an unpooled size beyond int64: torch's TypeError
+        _int64(n, "output_size", "max_unpool", output_hw)
     return _call(ops.max_unpool2d.default, UnpoolByIndices, input, indices, output_hw)
 
 

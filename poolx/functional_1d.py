@@ -33,9 +33,7 @@ def _one(value, name, allow_empty=False):
     if not all(geo._is_int(v) for v in items):
         raise TypeError(f"max_pool1d(): argument '{name}' must be an int or a tuple of one int, "
                         f"but got {name}={value!r}")
-    if any(isinstance(v, int) and not geo._plain(v) for v in items):  # torch's error types
-        error = TypeError if isinstance(value, (tuple, list)) else ValueError
-        raise error(f"max_pool1d(): argument '{name}' must fit in int64, but got {name}={value!r}")
+    items = tuple(geo._int64(v, name, "max_pool1d()", value) for v in items)
     if allow_empty and not items:
         return None
     if len(items) != 1:

@@ -51,10 +51,7 @@ def _check_ints(sizes, output_size, op):
         if not isinstance(s, (int, torch.SymInt)) or isinstance(s, bool):
             raise TypeError(f"{op}(): argument 'output_size' must be a tuple of ints, but got "
                             f"output_size={output_size!r}")
-        if type(s) is int and not -(2**63) <= s < 2**63:  # torch's argument parser's types
-            error = ValueError if s is output_size else TypeError
-            raise error(f"{op}(): argument 'output_size' must fit in int64, but got "
-                        f"output_size={output_size!r}")
+        geo._int64(s, "output_size", f"{op}()", output_size)
 
 
 def check_nonempty(input, op):
