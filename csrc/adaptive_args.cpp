@@ -54,17 +54,20 @@ Pool2dGeometry adaptive_geometry(at::IntArrayRef in, at::IntArrayRef out, const 
 
 }  // namespace
 
+void check_nonempty(const at::Tensor& t, const char* name, const char* op) {
+  for (int64_t i = 1; i < t.dim(); ++i) {
+    TORCH_CHECK(t.size(i) > 0, op, "(): Expected ", name, " to have non-zero size for non-batch "
+                "dimensions, but ", name, " has sizes ", t.sizes(), " with dimension ", i,
+                " being empty");
+  }
+}
+
 Pool2dGeometry adaptive_forward_geometry(const at::Tensor& input, at::IntArrayRef output_size,
                                          const char* op, int dims) {
   const int64_t ndim = input.dim();
   TORCH_CHECK(ndim == dims + 1 || ndim == dims + 2, op, "(): Expected ", dims + 1, "D or ",
               dims + 2, "D tensor, but got: ", input.sizes());
-  // torch's check skips the first dimension, the batch or an unbatched channel
-  for (int64_t i = 1; i < ndim; ++i) {
-    TORCH_CHECK(input.size(i) > 0, op, "(): Expected input to have non-zero size for non-batch "
-                "dimensions, but input has sizes ", input.sizes(), " with dimension ", i,
-                " being empty");
-  }
+  check_nonempty(input, "input", op);
   for (const int64_t o : output_size) {
     if (o >= 0) continue;
     // torch's words, from allocating the output

@@ -48,6 +48,7 @@ Tensor adaptive_backward(const Tensor& grad_output, const Tensor& argmax,
                          IntArrayRef input_size, IntArrayRef output_size) {
   const char* op = Names<Dims>::adaptive_backward;
   check_pool_dtype(grad_output, "grad_output", op, /*allow_integral=*/false);
+  check_nonempty(grad_output, "grad_output", op);
   const Pool2dGeometry g =
       adaptive_output_geometry(grad_output, input_size, output_size, op, Dims);
   return place_at_argmax<K, Dims>(K().backward, grad_output, argmax,

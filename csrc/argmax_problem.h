@@ -67,7 +67,7 @@ template <KernelsFn K>
 inline ArgmaxProblem argmax_problem(const at::Tensor& argmax, const at::Tensor& companion,
                                     const Pool2dGeometry& g, const char* op, int dims) {
   check_argmax(argmax, companion.defined() ? companion : argmax, g, op);
-  const at::MemoryFormat format = pool_memory_format(argmax, dims);
+  const at::MemoryFormat format = pool_memory_format(argmax, dims, g.adaptive());
   return {g, format, as_batched(argmax, format, dims),
           companion.defined() ? as_batched(companion, format, dims) : at::Tensor(), dims};
 }

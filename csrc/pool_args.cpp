@@ -280,7 +280,14 @@ at::Tensor KernelView::operator()(const at::Tensor& batched) const {
                                                     : batched.flatten(1, 2);
 }
 
-at::MemoryFormat pool_memory_format(const at::Tensor& t, int dims) {
+at::MemoryFormat pool_memory_format(const at::Tensor& t, int dims, bool adaptive) {
+  if (dims == 3 && !adaptive && t.dim() == dims + 1) {
+    // torch's rule: channels_last_3d where only that layout fits the batch
+    const at::Tensor batch = t.unsqueeze(0);
+    return !batch.is_contiguous() && batch.is_contiguous(at::MemoryFormat::ChannelsLast3d)
+               ? at::MemoryFormat::ChannelsLast3d
+               : at::MemoryFormat::Contiguous;
+  }
   return t.dim() == dims + 2 ? t.suggest_memory_format() : at::MemoryFormat::Contiguous;
 }
 

@@ -33,6 +33,11 @@ Pool2dGeometry output_geometry(const at::Tensor& output, at::IntArrayRef input_s
 void check_pooled_and_input_size(const at::Tensor& output, at::IntArrayRef input_size,
                                  const char* op, int dims);
 
+// torch's check of adaptive pooling's input and grad_output (named `name`):
+// every dimension but the first (the batch, or an unbatched input's channels)
+// has elements.
+void check_nonempty(const at::Tensor& t, const char* name, const char* op);
+
 // Adaptive max pooling (geometry.h's AxisT) of an input to output_size, with
 // torch's checks and messages: each axis steps as windowed pooling does where
 // its size divides evenly (and takes the windowed fast paths), else is
@@ -87,7 +92,9 @@ struct KernelView {
 };
 KernelView kernel_view(const Pool2dGeometry& g, at::MemoryFormat format);
 
-// The memory format in which poolx lays out a tensor and its results.
-at::MemoryFormat pool_memory_format(const at::Tensor& t, int dims);
+// The memory format in which poolx lays out a tensor and its results: a
+// batched tensor's suggested one; an unbatched one's contiguous, but in
+// windowed 3-D pooling that of the batch of one torch makes of it.
+at::MemoryFormat pool_memory_format(const at::Tensor& t, int dims, bool adaptive = false);
 
 }  // namespace poolx

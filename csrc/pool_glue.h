@@ -52,7 +52,7 @@ template <KernelsFn K, int Dims>
 std::tuple<Tensor, Tensor, Tensor> pool_forward(const Tensor& input, const Pool2dGeometry& g,
                                                 const char* op, Pooled what) {
   check_pool_dtype(input, "input", op, /*allow_integral=*/true);
-  const at::MemoryFormat format = pool_memory_format(input, Dims);
+  const at::MemoryFormat format = pool_memory_format(input, Dims, g.adaptive());
   const Tensor in = as_batched(input, format, Dims);
   const at::TensorOptions opts = layout_of(in, format);
   const Tensor values = empty_pooled(in, g, opts, Dims);

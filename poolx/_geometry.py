@@ -232,8 +232,15 @@ def argmax_dtype(kernel):
     return torch.uint8 if math.prod(kernel) <= UINT8_WINDOW else torch.int32
 
 
-def memory_format(t, dims=2):
-    """The layout poolx gives results derived from `t` (as torch's kernels do)."""
+def memory_format(t, dims=2, adaptive=False):
+    """The layout poolx gives results derived from `t` (as torch's kernels do):
+    a batched t's suggested one; an unbatched t's contiguous, but in windowed
+    3-D pooling that of the batch of one torch makes of it (csrc/pool_args.cpp)."""
+    if dims == 3 and not adaptive and t.dim() == dims + 1:  # torch's rule for a batch of one
+        batch = t.unsqueeze(0)
+        if not batch.is_contiguous() and batch.is_contiguous(memory_format=torch.channels_last_3d):
+            return torch.channels_last_3d
+        return torch.contiguous_format
     if t.dim() == dims + 2:
         return torch._prims_common.suggest_memory_format(t)
     return torch.contiguous_format

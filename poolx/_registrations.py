@@ -8,12 +8,13 @@ from poolx import _library  # noqa: F401  (loads the ops registered here)
 from poolx.functional_adaptive import check_nonempty
 
 
-def _empty_like_layout(like, shape, dtype=None, dims=2):
+def _empty_like_layout(like, shape, dtype=None, dims=2, adaptive=False):
     """Empty tensor on like's device, in the layout the kernels derive from like."""
     dtype = like.dtype if dtype is None else dtype
-    return torch.empty(
-        shape, dtype=dtype, device=like.device, memory_format=geo.memory_format(like, dims)
-    )
+    unbatched = len(shape) == dims + 1  # laid out as a batch of one (geo.memory_format)
+    out = torch.empty((1, *shape) if unbatched else shape, dtype=dtype, device=like.device,
+                      memory_format=geo.memory_format(like, dims, adaptive))
+    return out.squeeze(0) if unbatched else out
 
 
 def _pooled(input, kernel, stride, padding, dilation, ceil_mode, dtype=None):
@@ -134,7 +135,8 @@ def _check_adaptive_input(input, output_size, op):
 
 def _adaptive_pooled(input, output_size, dtype=None):
     dims = len(output_size)
-    return _empty_like_layout(input, (*input.shape[:-dims], *output_size), dtype, dims)
+    return _empty_like_layout(input, (*input.shape[:-dims], *output_size), dtype, dims,
+                              adaptive=True)
 
 
 def _adaptive_argmax_dtype(in_sizes, output_size):
@@ -169,16 +171,17 @@ def _check_adaptive_pooled(pooled, in_sizes, output_size):
 
 
 def _adaptive_backward_fake(grad_output, argmax, input_size, output_size):
-    _check_adaptive_pooled(grad_output, input_size, output_size)
     dims = len(output_size)
+    check_nonempty(grad_output, f"adaptive_max_pool{dims}d_backward", "grad_output")
+    _check_adaptive_pooled(grad_output, input_size, output_size)
     return _empty_like_layout(argmax, (*grad_output.shape[:-dims], *input_size),
-                              grad_output.dtype, dims)
+                              grad_output.dtype, dims, adaptive=True)
 
 
 def _adaptive_gather_fake(src, argmax, output_size):
     dims = len(output_size)
     _check_adaptive_pooled(argmax, src.shape[-dims:], output_size)
-    return _empty_like_layout(argmax, argmax.shape, src.dtype, dims)
+    return _empty_like_layout(argmax, argmax.shape, src.dtype, dims, adaptive=True)
 
 
 for _fake, _names in {

@@ -54,13 +54,13 @@ def _check_ints(sizes, output_size, op):
         geo._int64(s, "output_size", f"{op}()", output_size)
 
 
-def check_nonempty(input, op):
+def check_nonempty(input, op, name="input"):
     """torch's check that every dimension but the first (batch, or an
     unbatched input's channels) has elements."""
     for i in range(1, input.dim()):
         if input.shape[i] == 0:
-            raise RuntimeError(f"{op}(): Expected input to have non-zero size for non-batch "
-                               f"dimensions, but input has sizes {list(input.shape)} with "
+            raise RuntimeError(f"{op}(): Expected {name} to have non-zero size for non-batch "
+                               f"dimensions, but {name} has sizes {list(input.shape)} with "
                                f"dimension {i} being empty")
 
 

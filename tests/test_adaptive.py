@@ -3,6 +3,8 @@ values, indices, gradients and errors in every layout, windows that tile
 evenly (max pooling's fast paths) and windows that overlap or vary, and
 hostile argmax values handed to the adaptive backward."""
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -60,14 +62,18 @@ def check_against_torch(torch_pool, poolx_pool, x, output_size, what):
     assert_identical(poolx_pool(x, output_size), values, f"inference of {what}",
                      check_stride=False)
     grad_out = upstream_grad(values).to(x.device)
-    if values.shape[-1] * values.shape[-2] == 0:
-        # no output depends on the input (torch's backward raises here)
-        expected = torch.zeros_like(x.cpu()).to(x.device)
-    else:
+    try:
         expected = torch_pool_grad(torch_pool, x, (output_size,), grad_out)
+    except RuntimeError as error:  # an empty output: torch's backward refuses it
+        expected = error
     for save in ("argmax", "recompute"):
         xg = x.detach().requires_grad_()
-        (grad,) = torch.autograd.grad(poolx_pool(xg, output_size, save=save), xg, grad_out)
+        out = poolx_pool(xg, output_size, save=save)
+        if isinstance(expected, RuntimeError):
+            with pytest.raises(RuntimeError, match=re.escape(str(expected))):
+                torch.autograd.grad(out, xg, grad_out)
+            continue
+        (grad,) = torch.autograd.grad(out, xg, grad_out)
         assert_identical(grad, expected, f"gradient of {what}, save={save}", check_stride=False)
 
 
@@ -169,6 +175,24 @@ def test_invalid_calls_raise_as_torch(dims, shape, output_size):
     with pytest.raises(Exception) as expected:
         torch_pool(x, output_size)
     raises_like(expected.value, lambda: ours(x, output_size))
+
+
+@pytest.mark.parametrize("dims, shape, output_size", [
+    ("1d", (1, 64), 0), ("1d", (2, 64, 5), 0), ("2d", (1, 64, 10, 9), 0),
+    ("2d", (64, 10, 9), (2, 0)), ("3d", (1, 4, 5, 6, 3), (0, 2, 2)), ("3d", (4, 5, 6, 3), 0),
+])
+def test_backward_of_an_empty_output_raises_as_torch(dims, shape, output_size):
+    """torch's forward pools to nothing; its backward refuses the empty grad_output."""
+    messages = []
+    for pool in (getattr(F, f"adaptive_max_pool{dims}"), getattr(poolx, f"adaptive_max_pool{dims}")):
+        x = torch.randn(shape, requires_grad=True)
+        out = pool(x, output_size)
+        assert out.numel() == 0
+        with pytest.raises(RuntimeError) as error:
+            out.sum().backward()
+        messages.append(str(error.value))
+    assert "Expected grad_output to have non-zero size" in messages[0]
+    assert messages[1] == messages[0]
 
 
 def test_edge_sizes_match_torch():

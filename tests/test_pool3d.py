@@ -92,17 +92,27 @@ def test_all_lowest_windows_name_their_first_tap():
     assert torch_cl[0, 0, 1, 0].tolist() == [0, 1, 2]  # torch's, which poolx does not copy
 
 
-@pytest.mark.parametrize("layout", ["contiguous", "channels_last_3d"])
-def test_results_keep_the_layout_of_torch(layout):
-    x = torch.randn(2, 16, 4, 6, 6)
-    if layout == "channels_last_3d":
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last_3d", "unbatched",
+                                    "unbatched channels_last_3d", "unbatched strided"])
+@pytest.mark.parametrize("kernel", [2, (5, 2, 3)])
+def test_results_keep_the_layout_of_torch(layout, kernel):
+    """torch lays an unbatched (C, D, H, W) volume that only channels_last_3d
+    fits as a batch of one (and other unbatched ones contiguous)."""
+    x = torch.randn(1 if "unbatched" in layout else 2, 16, 6, 6, 7)
+    if "channels_last_3d" in layout or "strided" in layout:
         x = x.contiguous(memory_format=torch.channels_last_3d)
-    values, indices = F.max_pool3d(x, 2, return_indices=True)
-    got_values, got_indices = poolx.max_pool3d(x, 2, return_indices=True)
+    if "unbatched" in layout:
+        x = x[0, ::2] if "strided" in layout else x[0]
+    values, indices = F.max_pool3d(x, kernel, return_indices=True)
+    got_values, got_indices = poolx.max_pool3d(x, kernel, return_indices=True)
     assert got_values.stride() == values.stride() and got_indices.stride() == indices.stride()
+    assert torch.equal(got_values, values) and torch.equal(got_indices, indices)
+    assert poolx.max_pool3d(x, kernel).stride() == values.stride()
     xg = x.detach().requires_grad_()
-    poolx.max_pool3d(xg, 2).sum().backward()
-    assert xg.grad.stride() == x.stride()
+    poolx.max_pool3d(xg, kernel).sum().backward()
+    xt = x.detach().requires_grad_()
+    F.max_pool3d(xt, kernel).sum().backward()
+    assert xg.grad.stride() == xt.grad.stride()
 
 
 @pytest.mark.parametrize("channels", [1, 2, 3])

@@ -45,12 +45,14 @@ def op_calls(x, pool):
 
 
 @pytest.mark.parametrize("pool", POOLS)
-@pytest.mark.parametrize("layout", ("ncdhw", "channels_last_3d", "unbatched"))
+@pytest.mark.parametrize("layout", ("ncdhw", "channels_last_3d", "unbatched",
+                                    "unbatched channels_last_3d"))
 def test_opcheck_every_3d_op(pool, layout, device):
-    shape = (3, 5, 6, 7) if layout == "unbatched" else (2, 3, 5, 6, 7)
-    x = distinct_values(shape, torch.float32, device)
-    if layout == "channels_last_3d":
+    x = distinct_values((1 if "unbatched" in layout else 2, 3, 5, 6, 7), torch.float32, device)
+    if "channels_last_3d" in layout:
         x = x.contiguous(memory_format=torch.channels_last_3d)
+    if "unbatched" in layout:  # (C, D, H, W); torch lays a channels_last_3d one out as a batch
+        x = x[0]
     for op, args in op_calls(x.requires_grad_(), POOLS[pool]):
         torch.library.opcheck(op, args)
 
