@@ -21,8 +21,20 @@ using namespace autograd_detail;
 // Each forward takes the pooling arguments as one PoolArgs (the Autograd-key
 // kernels below build it once); backward reads them back from saved_data.
 
+// A tensor without elements that shares t's version counter: saved for
+// backward, it makes backward refuse t modified in place, as torch's backward
+// refuses the tensors it saves, while keeping none of t's memory. Undefined
+// for a tensor that counts no versions (an inference tensor).
+inline Tensor version_tag(const Tensor& t) {
+  if (!t.defined() || t.is_inference()) return Tensor();
+  Tensor tag = at::empty({0}, t.options());
+  torch::autograd::impl::set_version_counter(tag, torch::autograd::impl::version_counter(t));
+  return tag;
+}
+
 // (values, argmax), or with_indices (values, argmax, indices); saves only the
-// argmax.
+// argmax, and the version tags of the input and the indices, which torch's
+// backward reads.
 struct MaxPool2dArgmax : torch::autograd::Function<MaxPool2dArgmax> {
   static constexpr bool is_traceable = true;  // see the top of the file
   static variable_list forward(AutogradContext* ctx, const Tensor& input, const PoolArgs& args,
@@ -31,7 +43,8 @@ struct MaxPool2dArgmax : torch::autograd::Function<MaxPool2dArgmax> {
     variable_list out = pool(input, args, with_indices);
     args.save(ctx);
     ctx->saved_data["input_hw"] = c10::IValue(spatial_sizes(input, args.dims));
-    ctx->save_for_backward({out[1]});
+    ctx->save_for_backward(
+        {out[1], version_tag(input), with_indices ? version_tag(out[2]) : Tensor()});
     // The argmax and indices are integral, so never differentiable: no mark
     // (marking would break compiled autograd, which refuses nodes with marked
     // outputs). No zero gradient materialized for unused values either.

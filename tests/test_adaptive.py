@@ -184,7 +184,8 @@ def test_invalid_calls_raise_as_torch(dims, shape, output_size):
 def test_backward_of_an_empty_output_raises_as_torch(dims, shape, output_size):
     """torch's forward pools to nothing; its backward refuses the empty grad_output."""
     messages = []
-    for pool in (getattr(F, f"adaptive_max_pool{dims}"), getattr(poolx, f"adaptive_max_pool{dims}")):
+    name = f"adaptive_max_pool{dims}"
+    for pool in (getattr(F, name), getattr(poolx, name)):
         x = torch.randn(shape, requires_grad=True)
         out = pool(x, output_size)
         assert out.numel() == 0

@@ -3,6 +3,7 @@ summation order is fixed: output row-major), double backward, gradcheck."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.autograd import gradcheck, gradgradcheck
 
 import poolx
@@ -128,3 +129,34 @@ def test_backward_runs_only_the_routing_kernel(save):
     filled = sorted(n for n in names if n in ("aten::zeros", "aten::zeros_like", "aten::fill_",
                                                 "aten::zero_"))
     assert not filled, f"backward filled a tensor: {filled}"
+
+
+IN_PLACE_CASES = {  # torch's pool, poolx's, input shape, pooling arguments
+    "1-D": (F.max_pool1d, poolx.max_pool1d, (2, 3, 8), (2,)),
+    "2-D": (F.max_pool2d, poolx.max_pool2d, (2, 3, 6, 8), (3, 2, 1)),
+    "3-D": (F.max_pool3d, poolx.max_pool3d, (2, 3, 4, 6, 8), (2,)),
+    "adaptive 2-D": (F.adaptive_max_pool2d, poolx.adaptive_max_pool2d, (2, 3, 7, 7), (3,)),
+    "adaptive head": (F.adaptive_max_pool2d, poolx.adaptive_max_pool2d, (2, 3, 7, 7), (1,)),
+}
+
+
+@pytest.mark.parametrize("modified", ["indices", "input", "nothing"])
+@pytest.mark.parametrize("case", IN_PLACE_CASES)
+def test_backward_refuses_what_torch_refuses_modified_in_place(case, modified):
+    """torch's backward reads the input and the indices, and refuses them
+    changed in place; poolx keeps neither, yet refuses the same."""
+    torch_pool, poolx_pool, shape, args = IN_PLACE_CASES[case]
+    leaf = torch.randn(shape, requires_grad=True)
+    raised = []
+    for pool in (torch_pool, poolx_pool):
+        x = leaf * 1
+        values, indices = pool(x, *args, return_indices=True)
+        if modified != "nothing":
+            (indices if modified == "indices" else x).add_(1)
+        try:
+            values.sum().backward()
+            raised.append(None)
+        except RuntimeError as error:
+            assert "modified by an inplace operation" in str(error)
+            raised.append(type(error))
+    assert raised[1] == raised[0] == (None if modified == "nothing" else RuntimeError)
