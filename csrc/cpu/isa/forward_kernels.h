@@ -31,13 +31,15 @@ inline int64_t grain_for(int64_t elems_per_row) {
 // Vectors in one pass of forward_channels_last over a window. With argmax on
 // AVX-512, eight (float16's 256 bytes) spilled their running maxima and
 // argmaxes to the stack: four there; float32 passes hold four anyway, and
-// bfloat16 goes by pairs. AVX2 measured faster with eight for every type.
+// bfloat16 goes by pairs. AVX2 measured faster with whole 256-byte passes for
+// every type (sixteen vectors of a 16-bit type) than with fewer vectors,
+// though their running maxima then do not fit in the registers.
 template <bool kArgmax>
 constexpr int64_t kMaxPass =
 #if defined(CPU_CAPABILITY_AVX512)
     kArgmax ? 4 : 8;
 #else
-    8;
+    16;
 #endif
 
 template <typename T, bool kArgmax, bool kTile2x2>
@@ -192,9 +194,9 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
             }
           }
         };
-        // A general window's taps go 256 bytes per pass (eight vectors at
+        // A general window's taps go 256 bytes per pass (kMaxPass vectors at
         // most: one pass for 64 float32 channels on AVX2 and AVX-512), then
-        // four vectors: fewer passes over the taps save the per-tap work,
+        // eight and four vectors: fewer passes over the taps save the per-tap work,
         // which a pass of one cache line per tap of wide pixels spent on
         // every 64 bytes (global pooling, 3x3 windows of 256-512 channels).
         // The four taps of a tiled 2x2 window cost little to address, and
@@ -206,6 +208,11 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
           constexpr int64_t kPixelPass = std::min<int64_t>(kMaxPass<kArgmax>, 256 / kVectorBytes);
           for (; c0 + kPixelPass * kLanes <= C; c0 += kPixelPass * kLanes) {
             pool_vectors(c0, std::integral_constant<int64_t, kPixelPass>{}, kLanes);
+          }
+          if constexpr (kPixelPass > 8) {
+            for (; c0 + 8 * kLanes <= C; c0 += 8 * kLanes) {
+              pool_vectors(c0, std::integral_constant<int64_t, 8>{}, kLanes);
+            }
           }
           for (; c0 + 4 * kLanes <= C; c0 += 4 * kLanes) {
             pool_vectors(c0, std::integral_constant<int64_t, 4>{}, kLanes);
