@@ -28,18 +28,20 @@ inline int64_t grain_for(int64_t elems_per_row) {
 // padding, dilation or cut window), one or two slices deep, whose tap loops
 // then unroll; with few channels the generic loops' bookkeeping costs more
 // than the loads.
-// Vectors in one pass of forward_channels_last over a window. With argmax on
-// AVX-512, eight (float16's 256 bytes) spilled their running maxima and
-// argmaxes to the stack: four there; float32 passes hold four anyway, and
-// bfloat16 goes by pairs. AVX2 measured faster with whole 256-byte passes for
-// every type (sixteen vectors of a 16-bit type) than with fewer vectors,
-// though their running maxima then do not fit in the registers.
-template <bool kArgmax>
-constexpr int64_t kMaxPass =
-#if defined(CPU_CAPABILITY_AVX512)
-    kArgmax ? 4 : 8;
-#else
+// Vectors in one pass of forward_channels_last over a general window (at
+// most 256 bytes elsewhere). With argmax on AVX-512, eight (float16's 256
+// bytes) spilled their running maxima and argmaxes to the stack: four there;
+// float32 passes hold four anyway, and bfloat16 goes by pairs. AVX2 measured
+// faster with sixteen vectors for every type (512 bytes of float32) than with
+// eight or thirty-two, though sixteen running maxima do not fit its registers.
+template <typename T, bool kArgmax>
+constexpr int64_t kPassVectors =
+#if defined(CPU_CAPABILITY_AVX2)
     16;
+#elif defined(CPU_CAPABILITY_AVX512)
+    std::min<int64_t>(kArgmax ? 4 : 8, 256 / (kLanes * int64_t{sizeof(T)}));
+#else
+    std::min<int64_t>(8, 256 / (kLanes * int64_t{sizeof(T)}));
 #endif
 
 template <typename T, bool kArgmax, bool kTile2x2>
@@ -194,9 +196,8 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
             }
           }
         };
-        // A general window's taps go 256 bytes per pass (kMaxPass vectors at
-        // most: one pass for 64 float32 channels on AVX2 and AVX-512), then
-        // eight and four vectors: fewer passes over the taps save the per-tap work,
+        // A general window's taps go kPassVectors vectors per pass, then
+        // eight and four: fewer passes over the taps save the per-tap work,
         // which a pass of one cache line per tap of wide pixels spent on
         // every 64 bytes (global pooling, 3x3 windows of 256-512 channels).
         // The four taps of a tiled 2x2 window cost little to address, and
@@ -205,7 +206,7 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
         constexpr int64_t kLine =
             kTile2x2 && kVectorBytes >= 32 ? 1 : std::max<int64_t>(1, 64 / kVectorBytes);
         if constexpr (!kTile2x2) {
-          constexpr int64_t kPixelPass = std::min<int64_t>(kMaxPass<kArgmax>, 256 / kVectorBytes);
+          constexpr int64_t kPixelPass = kPassVectors<T, kArgmax>;
           for (; c0 + kPixelPass * kLanes <= C; c0 += kPixelPass * kLanes) {
             pool_vectors(c0, std::integral_constant<int64_t, kPixelPass>{}, kLanes);
           }
