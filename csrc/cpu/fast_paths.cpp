@@ -92,8 +92,8 @@ std::pair<Layout4d, Layout4d> shared_layouts(const at::Tensor& a, const at::Tens
 bool fast_forward(const at::Tensor& input, const at::Tensor& values, const at::Tensor& argmax,
                   const at::Tensor& indices, const Pool2dGeometry& g) {
   if (argmax.defined() && argmax.scalar_type() != at::kByte) return false;
-  if (indices.defined() && !IndexRows::applies(g)) return false;
   const auto [in_l, out_l] = shared_layouts(input, values);
+  if (indices.defined() && !IndexRows::applies(g, out_l.channels_last)) return false;
   uint8_t* am = argmax.defined() ? argmax.mutable_data_ptr<uint8_t>() : nullptr;
   std::optional<IndexRows> index_rows;
   if (indices.defined()) index_rows.emplace(am, indices.mutable_data_ptr<int64_t>(), out_l, g);

@@ -136,32 +136,40 @@ POOLX_TARGET_AVX2 uint8_t index_run_avx2(const uint8_t* a, int64_t* idx, int64_t
 
 }  // namespace
 
-bool IndexRows::applies(const Pool2dGeometry& g) {
+bool IndexRows::applies(const Pool2dGeometry& g, bool channels_last) {
+  // Adaptive windows go a pixel at a time, so rows of whole pixels (C wide)
+  // alone fill the vectors.
+  if (g.adaptive()) return channels_last;
   // Only a dilated window that padding shifts can miss a small input with
   // every tap; such windows need the element kernels' clamped index. (The
   // rule's tables, which find whether any does, are of planes.)
   const bool none_shifted = (g.dilation_d == 1 || g.pad_d == 0) &&
                             (g.dilation_h == 1 || g.pad_h == 0) &&
                             (g.dilation_w == 1 || g.pad_w == 0);
-  if (g.adaptive()) return false;  // windows whose starts do not step
   return none_shifted || (g.planar() && !isa_none::ArgmaxRule(g).any_empty());
 }
 
 // A row of W pixels of C channels (C = 1 in NCHW) goes in runs of whole
 // pixels, each element's window start taken from a pattern of positions that
-// every run shares, so that few channels still fill whole vectors.
+// every run shares, so that few channels still fill whole vectors. Adaptive
+// windows, whose starts do not step, go in runs of one pixel.
 IndexRows::IndexRows(const uint8_t* argmax, int64_t* indices, const Layout4d& l,
                      const Pool2dGeometry& g)
     : argmax_(argmax), indices_(indices), out_h_(l.h), out_w_(l.w),
-      channels_(l.channels_last ? l.c : 1), stride_w_(g.stride_w),
-      row_step_(g.stride_h * g.in_w),
-      row_origin_(-(g.pad_d * g.in_h + g.pad_h) * g.in_w - g.pad_w), slice_rows_(g.out_h),
-      slice_step_(g.stride_d * g.in_h * g.in_w) {
+      channels_(l.channels_last ? l.c : 1) {
   row_len_ = out_w_ * channels_;
   rows_ = row_len_ > 0 ? l.numel() / row_len_ : 0;
-  run_pixels_ = std::min(out_w_, std::max<int64_t>(1, 1024 / channels_));
+  // the plane's element where each window row (od * out_h + oh) and column starts
+  for (int64_t od = 0; od < g.out_d; ++od) {
+    for (int64_t oh = 0; oh < g.out_h; ++oh) {
+      row_start_.push_back((g.axis_d().start(od) * g.in_h + g.axis_h().start(oh)) * g.in_w);
+    }
+  }
+  for (int64_t ow = 0; ow < out_w_; ++ow) column_start_.push_back(g.axis_w().start(ow));
+  const int64_t stride_w = g.adaptive() ? 0 : g.stride_w;
+  run_pixels_ = g.adaptive() ? 1 : std::min(out_w_, std::max<int64_t>(1, 1024 / channels_));
   pos_.resize(run_pixels_ * channels_);
-  for (int64_t e = 0; e < run_pixels_ * channels_; ++e) pos_[e] = e / channels_ * stride_w_;
+  for (int64_t e = 0; e < run_pixels_ * channels_; ++e) pos_[e] = e / channels_ * stride_w;
   // Streaming stores serve whole aligned groups of 16; where rows are made of
   // those alone, no ordinary store writes between them (rows with a partial
   // group, such as vgg-128's 56-wide NCHW rows, measured slower streamed).
@@ -189,15 +197,11 @@ void IndexRows::publish() const {
 uint8_t IndexRows::convert(int64_t r, int64_t ow_begin, int64_t ow_end) const {
   const uint8_t* a = argmax_ + r * row_len_;
   int64_t* idx = indices_ + r * row_len_;
-  const int64_t row = r % out_h_;  // od * out_h + oh
-  const int64_t row_base = slice_rows_ == out_h_
-                               ? row * row_step_ + row_origin_
-                               : row / slice_rows_ * slice_step_ +
-                                     row % slice_rows_ * row_step_ + row_origin_;
+  const int64_t row_base = row_start_[r % out_h_];  // window row od * out_h + oh
   uint8_t most = 0;
   for (int64_t ow = ow_begin; ow < ow_end; ow += run_pixels_) {
     const int64_t first = ow * channels_, n = std::min(run_pixels_, ow_end - ow) * channels_;
-    const int64_t base = row_base + ow * stride_w_;
+    const int64_t base = row_base + column_start_[ow];
 #ifdef POOLX_HAS_TARGET_AVX512
     if (permute_ == Permute::kAvx512) {
       most = std::max(most, index_run_avx512(a + first, idx + first, n, base, pos_.data(),

@@ -18,8 +18,8 @@ namespace poolx {
 class IndexRows {
  public:
   // Whether the table serves: every window has an in-bounds tap, so that no
-  // index needs the element functor's clamp.
-  static bool applies(const Pool2dGeometry& g);
+  // index needs the element functor's clamp; adaptive windows in channels_last.
+  static bool applies(const Pool2dGeometry& g, bool channels_last);
 
   // Rows of `argmax` (1-byte, layout l) into `indices` (same layout).
   IndexRows(const uint8_t* argmax, int64_t* indices, const Layout4d& l, const Pool2dGeometry& g);
@@ -39,9 +39,9 @@ class IndexRows {
   const uint8_t* argmax_;
   int64_t* indices_;
   int64_t rows_, row_len_, out_h_, out_w_, channels_;
-  // window row oh starts at oh * row_step_ + row_origin_ in the plane, and
-  // slice od at od * slice_step_ - slice_origin_ in the volume
-  int64_t stride_w_, row_step_, row_origin_, slice_rows_, slice_step_;
+  // window row od * out_h + oh starts at row_start_[od * out_h + oh] in the
+  // volume (padding, negative), column ow at column_start_[ow] in it
+  std::vector<int64_t> row_start_, column_start_;
   int64_t run_pixels_;
   std::vector<int64_t> pos_;  // element e's window start in a run of pixels
   int64_t tap_offset_[256];

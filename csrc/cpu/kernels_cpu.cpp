@@ -117,8 +117,9 @@ bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2d
                        bool check) {
   // (The rule's tables, which check windows that reach past the input, are
   // of planes: volumes take the rows where every window lies inside, or
-  // where no check is asked for.)
-  if (argmax.scalar_type() == at::kByte && IndexRows::applies(g) &&
+  // where no check is asked for; adaptive windows, by windows below.)
+  if (argmax.scalar_type() == at::kByte && !g.adaptive() &&
+      IndexRows::applies(g, layout_of(argmax).channels_last) &&
       (g.planar() || windows_inside(g) || !check)) {
     const Layout4d l = layout_of(argmax);
     const IndexRows rows(argmax.const_data_ptr<uint8_t>(), indices.mutable_data_ptr<int64_t>(),
