@@ -95,7 +95,12 @@ def adaptive_max_pool3d(input, output_size, return_indices=False, *, save="argma
     """Same signature, results and gradients as
     torch.nn.functional.adaptive_max_pool3d; `save` as for poolx.max_pool2d."""
     sizes = _output_size(input, output_size, 3, "adaptive_max_pool3d")
-    return f2d.pool(input, _pool_args(input, sizes), return_indices, save)
+    out = f2d.pool(input, _pool_args(input, sizes), return_indices, save)
+    # torch's results are contiguous in every layout (the kernels keep a
+    # channels_last_3d input's, which a view of them as (N, -1) would refuse)
+    if return_indices:
+        return out[0].contiguous(), out[1].contiguous()
+    return out.contiguous()
 
 
 def adaptive_max_pool1d(input, output_size, return_indices=False, *, save="argmax"):

@@ -109,6 +109,35 @@ def test_adaptive_1d_matches_torch(device, name, dtype):
                             f"{name}, {dtype}, {layout}")
 
 
+def layout_of(t):
+    """Which of the dense layouts t is in (strides of size-1 axes aside)."""
+    formats = {4: [torch.channels_last], 5: [torch.channels_last_3d]}.get(t.dim(), [])
+    return tuple(t.is_contiguous(memory_format=f) for f in [torch.contiguous_format, *formats])
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_results_have_the_layout_of_torchs(dims):
+    # torch's 3-D results are contiguous whatever the input's layout; its 2-D
+    # ones keep channels_last. A head viewing them as (N, -1) relies on that.
+    make = lambda shape: random_values(shape, torch.float32, "cpu")  # noqa: E731
+    sizes = {1: SIZES_1D, 2: SIZES_2D, 3: SIZES_3D}[dims]
+    for size, output_size in sizes.values():
+        inputs = {1: lambda: [("ncl", make((2, 3, size))),
+                              ("nlc", make((2, size, 3)).transpose(1, 2))],
+                  2: lambda: layouts((2, 3, *size), make),
+                  3: lambda: volume_layouts(2, 3, size, make)}[dims]()
+        for layout, x in inputs:
+            torch_pool = getattr(F, f"adaptive_max_pool{dims}d")
+            poolx_pool = getattr(poolx, f"adaptive_max_pool{dims}d")
+            if x.numel() == 0 or 0 in torch_pool(x, output_size).shape:
+                continue
+            expected = torch_pool(x, output_size, return_indices=True)
+            got = poolx_pool(x, output_size, return_indices=True)
+            for what, g, e in zip(("values", "indices"), got, expected):
+                assert layout_of(g) == layout_of(e), f"{what} of {size} -> {output_size}, {layout}"
+            assert layout_of(poolx_pool(x, output_size)) == layout_of(expected[0])
+
+
 def test_fast_paths_and_element_kernels_agree_on_even_windows():
     """Even windows run max pooling's fast paths; with them off, the element
     kernels must give the same (and torch's) results."""
