@@ -28,10 +28,12 @@ enum class Scatter { kAdd, kCopy, kMark };
 
 namespace POOLX_ISA_NAMESPACE {
 
-// Whether no input lies in two windows of the axis (adaptive axes here are
-// those whose windows do not tile, and overlap).
+// Whether no input lies in two windows of the axis. An adaptive axis's
+// windows are disjoint where out divides in (global pooling among them);
+// elsewhere neighbours share an input.
 inline bool windows_disjoint(const AxisT<int64_t>& axis) {
-  return axis.stride != 0 && (axis.kernel - 1) * axis.dilation + 1 <= axis.stride;
+  if (axis.stride == 0) return axis.out > 0 && axis.in % axis.out == 0;
+  return (axis.kernel - 1) * axis.dilation + 1 <= axis.stride;
 }
 inline bool windows_disjoint(const Pool2dGeometry& g) {
   return windows_disjoint(g.axis_d()) && windows_disjoint(g.axis_h()) &&

@@ -7,23 +7,26 @@
 // each value's bits stored instead of added: the last window that selects a
 // tap wins.
 //
-// A plane is summed in a float scratch that stays in the cache, then copied
-// to grad_input (streamed where the gradient is large), the scratch zeroed
-// as it is read: grad_input is written once, never read. Summed in
-// grad_input itself, every line of it would be read for the zero-fill
-// first, and each 16-bit sum widened before its add and narrowed after.
-// Planes too large for the cache, and float32 gradients that stay in it,
-// are summed in place.
+// A plane of overlapping windows is summed in a float scratch that stays in
+// the cache, then copied to grad_input (streamed where the gradient is
+// large), the scratch zeroed as it is read: summed in grad_input itself,
+// each 16-bit sum would be widened before every add and narrowed after.
+// Unless streamed, windows that share no input take one add per input, onto
+// zero: their planes are zeroed by memset and summed in place, which spares
+// the scratch's second pass; so are planes too large for the cache and float32
+// gradients that stay in it.
 #pragma once
 
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
 #include "../argmax_check.h"
+#include "../volume_scatter_kernel.h"
 #include "forward_kernels.h"
 #include "plane_scatter.h"
 #include "stream_stores.h"
@@ -92,7 +95,7 @@ void backward_scatter(const FastBackwardArgs& a) {
   constexpr bool kScratch = kCopy || sizeof(T) <= sizeof(float);
   const bool in_scratch = kScratch &&
                           plane * static_cast<int64_t>(sizeof(Scratch)) <= kScratchMaxBytes &&
-                          (stream || sizeof(T) < sizeof(float));
+                          (stream || (sizeof(T) < sizeof(float) && !windows_disjoint(g)));
   at::parallel_for(0, planes, grain_for(plane), [&](int64_t b, int64_t e) {
     bool valid = true;
     std::vector<Scratch> sums(in_scratch ? plane : 0);
@@ -108,7 +111,7 @@ void backward_scatter(const FastBackwardArgs& a) {
           continue;
         }
       }
-      std::fill_n(gi_plane, plane, T(0));
+      std::memset(static_cast<void*>(gi_plane), 0, plane * sizeof(T));
       valid &= scatter.template add<kCopy>(go_plane, am_plane, gi_plane);
     }
     if (!valid) a.argmax_invalid->store(true, std::memory_order_relaxed);
