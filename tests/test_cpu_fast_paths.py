@@ -3,8 +3,9 @@
 Shapes are chosen to end vectors early (widths and channel counts that are no
 multiple of 8 or 16 lanes, odd sizes, a single plane); the data plants ties,
 NaN (several per window), -inf and all -inf windows across lanes, and the
-upstream gradient holds -0.0. The whole module, and the tiled unpool's tests
-(whose taps by indices are found per instruction set), also run once per
+upstream gradient holds -0.0. The whole module, the tiled unpool's tests
+(whose taps by indices are found per instruction set) and the ordered
+passes' (whose rule is AVX2's alone), also run once per
 narrower instruction set that torch allows here (ATEN_CPU_CAPABILITY), in a
 subprocess.
 """
@@ -181,8 +182,9 @@ NARROWER_ISAS = {"AVX512": ["avx2", "default"], "AVX2": ["default"]}.get(
     reason="no narrower instruction set than torch's here"))])
 def test_narrower_instruction_sets(isa):
     env = dict(os.environ, ATEN_CPU_CAPABILITY=isa)
-    unpool_tiled = os.path.join(os.path.dirname(__file__), "test_unpool_tiled.py")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, unpool_tiled,
+    here = os.path.dirname(__file__)
+    others = [os.path.join(here, f"test_{name}.py") for name in ("unpool_tiled", "ordered_passes")]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, *others,
            "-k", "not narrower"]  # every dtype: "not float16" would drop bfloat16 too
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]

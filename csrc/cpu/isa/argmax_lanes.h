@@ -135,7 +135,38 @@ struct RunningMax {
     if constexpr (kArgmax) argmax = Vec::blendv(argmax, Vec(static_cast<float>(tap)), wins);
 #endif
   }
+#if defined(CPU_CAPABILITY_AVX2)
+  // The rule for numbers alone (a pass whose inputs hold a NaN goes again by
+  // take: kOrderedPasses): max_ps keeps the running max unless v is greater,
+  // of +0 and -0 the first, as PyTorch's rule does.
+  template <typename First>
+  inline void take_ordered(const Vec& v, int64_t tap, First) {
+    if constexpr (First::value) {
+      *this = RunningMax(v, tap);
+    } else {
+      if constexpr (kArgmax) {
+        argmax = Vec::blendv(argmax, Vec(static_cast<float>(tap)),
+                             Vec(_mm256_cmp_ps(v, value, _CMP_GT_OQ)));
+      }
+      value = _mm256_max_ps(v, value);
+    }
+  }
+#endif
 };
+
+// Whether forward passes over channels_last windows take their inputs by
+// take_ordered and add them into sums, going again by take where a sum is NaN
+// (a NaN input, or infinities of both signs): on AVX2 PyTorch's rule costs
+// five vector ops per input (two compares, an or, two blends) and bounds the
+// forward; numbers alone cost a max, a compare and a blend, and the sum one add.
+#if defined(CPU_CAPABILITY_AVX2)
+constexpr bool kOrderedPasses = true;
+inline bool holds_nan(const Vec& v) {
+  return _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0;
+}
+#else
+constexpr bool kOrderedPasses = false;
+#endif
 
 // kCount running maxima of windows that start at first_tap.
 template <bool kArgmax, size_t... kIndex>

@@ -72,9 +72,17 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
   // input's loads instead of following them in a burst of their own.
   const int64_t index_group = std::max<int64_t>(1, 256 / C);
   const bool sweep_taps = TapSweeps<kArgmax>::applies(C) && g.planar();
+  // Argmax passes over general windows go by take_ordered (kOrderedPasses),
+  // whose taps never start the max, so that take can go on from it. Value
+  // passes gained nothing so, and the four taps of tiled windows lost in
+  // bfloat16.
+  [[maybe_unused]] constexpr bool kOrdered = kOrderedPasses && kArgmax && !kTile2x2;
   at::parallel_for(0, rows, grain_for(g.out_w * C * g.window_size()), [=](int64_t b,
                                                                           int64_t e) {
     TapSweeps<kArgmax> sweeps;
+    // A task that meets a NaN takes its other passes by rule: data full of
+    // NaN then costs one pass more, not one per pass.
+    [[maybe_unused]] bool ordered = true;
     const auto pool_row = [&](int64_t r) {
       const int64_t oh = r % g.out_h, slab = r / g.out_h;  // slab: image * out_d + od
       const T* image = in + (slab / g.out_d) * image_stride;
@@ -183,11 +191,33 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
           constexpr int64_t kCount = decltype(count)::value;
           const auto lanes = [&](int64_t j) { return j + 1 < kCount ? kLanes : n; };
           auto best = running_maxima<kArgmax>(first_tap, std::make_index_sequence<kCount>{});
-          for_each_tap(c0, kCount * kVectorBytes, [&](const T* p, int64_t tap, auto first) {
-            for (int64_t j = 0; j < kCount; ++j) {
-              best[j].take(load_float(p + j * kLanes, lanes(j)), tap, first);
+          bool by_rule = true;
+#if defined(CPU_CAPABILITY_AVX2)
+          if (kOrdered && ordered) {
+            by_rule = false;
+            Vec sums[2] = {Vec(0.f), Vec(0.f)};  // two, so that the adds overlap
+            for_each_tap(c0, kCount * kVectorBytes, [&](const T* p, int64_t tap, auto first) {
+              for (int64_t j = 0; j < kCount; ++j) {
+                const Vec v = load_float(p + j * kLanes, lanes(j));
+                best[j].take_ordered(v, tap, first);
+                sums[j % 2] = sums[j % 2] + v;
+              }
+            });
+            // going again from the numbers' max and first tap, which no
+            // number replaces by PyTorch's rule: a NaN takes it, and a later one
+            if (holds_nan(sums[0] + sums[1])) {
+              by_rule = true;
+              ordered = false;
             }
-          });
+          }
+#endif
+          if (by_rule) {
+            for_each_tap(c0, kCount * kVectorBytes, [&](const T* p, int64_t tap, auto first) {
+              for (int64_t j = 0; j < kCount; ++j) {
+                best[j].take(load_float(p + j * kLanes, lanes(j)), tap, first);
+              }
+            });
+          }
           for (int64_t j = 0; j < kCount; ++j) {
             const int64_t at = o + c0 + j * kLanes;
             store_lanes(out + at, best[j].value, lanes(j), stream);
