@@ -92,13 +92,23 @@ POOLX_TARGET_AVX512 uint8_t index_run_avx512(
 // The same on AVX2: 8 argmax bytes at a time, their offsets by a permute of
 // each half of the 16-entry table (a permute reads 8 entries), taps past 7
 // taking the second; the last ones (fewer than 8) by the lookup.
+// With kSteps, windows of any taps: each offset by TapOffsets' arithmetic
+// from `table` = IndexRows::tap_steps_.
+template <bool kSteps>
 POOLX_TARGET_AVX2 uint8_t index_run_avx2(const uint8_t* a, int64_t* idx, int64_t n,
-                                         int64_t base, const int64_t* pos,
-                                         const int32_t* table16, const int64_t* tap_offset,
-                                         bool stream) {
-  const __m256i table_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table16));
-  const __m256i table_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table16 + 8));
+                                         int64_t base, const int64_t* pos, const int32_t* table,
+                                         const int64_t* tap_offset, bool stream) {
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i table_lo =
+      kSteps ? zero : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table));
+  const __m256i table_hi =
+      kSteps ? zero : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table + 8));
   const __m256i seven = _mm256_set1_epi32(7);
+  const __m256i row_mul = kSteps ? _mm256_set1_epi32(table[0]) : zero;
+  const __m256i slice_mul = kSteps ? _mm256_set1_epi32(table[1]) : zero;
+  const __m256i col_step = kSteps ? _mm256_set1_epi32(table[2]) : zero;
+  const __m256i row_step = kSteps ? _mm256_set1_epi32(table[3]) : zero;
+  const __m256i slice_step = kSteps ? _mm256_set1_epi32(table[4]) : zero;
   const __m256i base4 = _mm256_set1_epi64x(base);
   __m128i most = _mm_setzero_si128();
   int64_t i = 0;
@@ -106,9 +116,19 @@ POOLX_TARGET_AVX2 uint8_t index_run_avx2(const uint8_t* a, int64_t* idx, int64_t
     const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + i));
     most = _mm_max_epu8(most, bytes);
     const __m256i taps = _mm256_cvtepu8_epi32(bytes);
-    const __m256i offset = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(table_lo, taps),
-                                              _mm256_permutevar8x32_epi32(table_hi, taps),
-                                              _mm256_cmpgt_epi32(taps, seven));
+    __m256i offset;
+    if constexpr (kSteps) {
+      const __m256i row = _mm256_srli_epi32(_mm256_mullo_epi32(taps, row_mul), 16);
+      const __m256i slice = _mm256_srli_epi32(_mm256_mullo_epi32(taps, slice_mul), 16);
+      offset = _mm256_add_epi32(
+          _mm256_add_epi32(_mm256_mullo_epi32(taps, col_step),
+                           _mm256_mullo_epi32(row, row_step)),
+          _mm256_mullo_epi32(slice, slice_step));
+    } else {
+      offset = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(table_lo, taps),
+                                  _mm256_permutevar8x32_epi32(table_hi, taps),
+                                  _mm256_cmpgt_epi32(taps, seven));
+    }
     const __m256i at_lo = _mm256_add_epi64(
         base4, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pos + i)));
     const __m256i at_hi = _mm256_add_epi64(
@@ -177,15 +197,43 @@ IndexRows::IndexRows(const uint8_t* argmax, int64_t* indices, const Layout4d& l,
             row_len_ % 16 == 0 && reinterpret_cast<uintptr_t>(indices) % 64 == 0;
   const TapTable taps(g);
   std::copy(taps.offset, taps.offset + 256, tap_offset_);
-  // windows of up to 16 taps with int32 offsets, on AVX-512 or AVX2 (which
-  // ATEN_CPU_CAPABILITY steers, as for the fast paths)
+  // Vectors find the offsets on AVX-512 or AVX2 (which ATEN_CPU_CAPABILITY
+  // steers, as for the fast paths) where they fit int32: windows of up to 16
+  // taps by a permute of table16_, wider ones by TapOffsets' arithmetic.
   const int64_t num_taps = g.window_size();
-  permute_ = cpu_has_avx512() ? Permute::kAvx512 : cpu_has_avx2() ? Permute::kAvx2 : Permute::kNone;
-  if (num_taps > 16) permute_ = Permute::kNone;
-  for (int64_t t = 0; t < num_taps && permute_ != Permute::kNone; ++t) {
-    if (tap_offset_[t] > std::numeric_limits<int32_t>::max()) permute_ = Permute::kNone;
+  offsets_ = cpu_has_avx512() ? Offsets::kAvx512Permute
+             : cpu_has_avx2() ? Offsets::kAvx2Permute
+                              : Offsets::kTable;
+  if (num_taps > 16) {
+    offsets_ = cpu_has_avx2() && steps_serve(g) ? Offsets::kAvx2Steps : Offsets::kTable;
+    return;
+  }
+  for (int64_t t = 0; t < num_taps && offsets_ != Offsets::kTable; ++t) {
+    if (tap_offset_[t] > std::numeric_limits<int32_t>::max()) offsets_ = Offsets::kTable;
     table16_[t] = static_cast<int32_t>(tap_offset_[t]);
   }
+}
+
+// Whether TapOffsets' int32 arithmetic gives every tap of g's windows its
+// table offset (past the taps, any wrapped value is only a wrong index,
+// which the caller's check of the largest value catches); fills tap_steps_.
+bool IndexRows::steps_serve(const Pool2dGeometry& g) {
+  const isa_none::TapOffsets t = isa_none::TapOffsets::of(g, 1);
+  const int64_t steps[5] = {t.row_mul, t.slice_mul, t.col_step, t.row_step, t.slice_step};
+  const auto in_int32 = [](int64_t v) {
+    return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
+  };
+  for (int64_t tap = 0; tap < g.window_size(); ++tap) {
+    const int64_t row = (tap * steps[0]) >> 16, slice = (tap * steps[1]) >> 16;
+    const int64_t terms[3] = {tap * steps[2], row * steps[3], slice * steps[4]};
+    if (!in_int32(terms[0]) || !in_int32(terms[1]) || !in_int32(terms[2]) ||
+        !in_int32(terms[0] + terms[1]) || !in_int32(tap_offset_[tap]) ||
+        terms[0] + terms[1] + terms[2] != tap_offset_[tap]) {
+      return false;
+    }
+  }
+  std::copy(steps, steps + 5, tap_steps_);
+  return true;
 }
 
 void IndexRows::publish() const {
@@ -203,14 +251,19 @@ uint8_t IndexRows::convert(int64_t r, int64_t ow_begin, int64_t ow_end) const {
     const int64_t first = ow * channels_, n = std::min(run_pixels_, ow_end - ow) * channels_;
     const int64_t base = row_base + column_start_[ow];
 #ifdef POOLX_HAS_TARGET_AVX512
-    if (permute_ == Permute::kAvx512) {
+    if (offsets_ == Offsets::kAvx512Permute) {
       most = std::max(most, index_run_avx512(a + first, idx + first, n, base, pos_.data(),
                                              table16_, stream_));
       continue;
     }
-    if (permute_ == Permute::kAvx2) {
-      most = std::max(most, index_run_avx2(a + first, idx + first, n, base, pos_.data(),
-                                           table16_, tap_offset_, stream_));
+    if (offsets_ == Offsets::kAvx2Permute) {
+      most = std::max(most, index_run_avx2<false>(a + first, idx + first, n, base, pos_.data(),
+                                                  table16_, tap_offset_, stream_));
+      continue;
+    }
+    if (offsets_ == Offsets::kAvx2Steps) {
+      most = std::max(most, index_run_avx2<true>(a + first, idx + first, n, base, pos_.data(),
+                                                 tap_steps_, tap_offset_, stream_));
       continue;
     }
 #endif

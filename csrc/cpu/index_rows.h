@@ -36,6 +36,8 @@ class IndexRows {
   void publish() const;
 
  private:
+  bool steps_serve(const Pool2dGeometry& g);
+
   const uint8_t* argmax_;
   int64_t* indices_;
   int64_t rows_, row_len_, out_h_, out_w_, channels_;
@@ -46,7 +48,12 @@ class IndexRows {
   std::vector<int64_t> pos_;  // element e's window start in a run of pixels
   int64_t tap_offset_[256];
   int32_t table16_[16] = {};  // the first offsets, where a permute serves
-  enum class Permute { kNone, kAvx512, kAvx2 } permute_;  // which, for its table
+  // Windows past 16 taps on AVX2 and wider: every tap's offset by TapOffsets
+  // (tap_table.h), as row_mul, slice_mul, col_step, row_step, slice_step.
+  int32_t tap_steps_[5] = {};
+  // how the taps' offsets are found: by tap_offset_, a permute of table16_,
+  // or tap_steps_
+  enum class Offsets { kTable, kAvx512Permute, kAvx2Permute, kAvx2Steps } offsets_;
   bool stream_;  // streaming stores, for outputs past stream_min_bytes()
 };
 
