@@ -139,17 +139,12 @@ struct RunningMax {
   // The rule for numbers alone (a pass whose inputs hold a NaN goes again by
   // take: kOrderedPasses): max_ps keeps the running max unless v is greater,
   // of +0 and -0 the first, as PyTorch's rule does.
-  template <typename First>
-  inline void take_ordered(const Vec& v, int64_t tap, First) {
-    if constexpr (First::value) {
-      *this = RunningMax(v, tap);
-    } else {
-      if constexpr (kArgmax) {
-        argmax = Vec::blendv(argmax, Vec(static_cast<float>(tap)),
-                             Vec(_mm256_cmp_ps(v, value, _CMP_GT_OQ)));
-      }
-      value = _mm256_max_ps(v, value);
+  inline void take_ordered(const Vec& v, int64_t tap) {
+    if constexpr (kArgmax) {
+      argmax = Vec::blendv(argmax, Vec(static_cast<float>(tap)),
+                           Vec(_mm256_cmp_ps(v, value, _CMP_GT_OQ)));
     }
+    value = _mm256_max_ps(v, value);
   }
 #endif
 };

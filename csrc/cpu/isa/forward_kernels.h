@@ -193,21 +193,23 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
           auto best = running_maxima<kArgmax>(first_tap, std::make_index_sequence<kCount>{});
           bool by_rule = true;
 #if defined(CPU_CAPABILITY_AVX2)
-          if (kOrdered && ordered) {
-            by_rule = false;
-            Vec sums[2] = {Vec(0.f), Vec(0.f)};  // two, so that the adds overlap
-            for_each_tap(c0, kCount * kVectorBytes, [&](const T* p, int64_t tap, auto first) {
-              for (int64_t j = 0; j < kCount; ++j) {
-                const Vec v = load_float(p + j * kLanes, lanes(j));
-                best[j].take_ordered(v, tap, first);
-                sums[j % 2] = sums[j % 2] + v;
+          if constexpr (kOrdered) {
+            if (ordered) {
+              by_rule = false;
+              Vec sums[2] = {Vec(0.f), Vec(0.f)};  // two, so that the adds overlap
+              for_each_tap(c0, kCount * kVectorBytes, [&](const T* p, int64_t tap, auto) {
+                for (int64_t j = 0; j < kCount; ++j) {
+                  const Vec v = load_float(p + j * kLanes, lanes(j));
+                  best[j].take_ordered(v, tap);
+                  sums[j % 2] = sums[j % 2] + v;
+                }
+              });
+              // going again from the numbers' max and first tap, which no
+              // number replaces by PyTorch's rule: a NaN takes it, and a later one
+              if (holds_nan(sums[0] + sums[1])) {
+                by_rule = true;
+                ordered = false;
               }
-            });
-            // going again from the numbers' max and first tap, which no
-            // number replaces by PyTorch's rule: a NaN takes it, and a later one
-            if (holds_nan(sums[0] + sums[1])) {
-              by_rule = true;
-              ordered = false;
             }
           }
 #endif
