@@ -73,6 +73,32 @@ def test_pool1d_matches_torch(device, name, dtype):
                              check_stride=False)
 
 
+# (N, L, C) signals of 64-256 channels past 1 MiB: passes over whole pixels
+# without prefetches (csrc/cpu/isa/pass_vectors.h), and 200 channels' tail
+WIDE_NLC = [(1024, 4, None, 0, 1, False), (1025, 3, 2, 1, 1, True), (1027, 5, 2, 2, 2, False)]
+
+
+@pytest.mark.parametrize("channels", [64, 128, 200, 256])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_wide_nlc_signals_match_torch(channels, dtype):
+    for special in (False, True):
+        for length, *args in WIDE_NLC:
+            x = random_values((2, length, channels), dtype, special=special).transpose(1, 2)
+            what = f"{channels} channels, {dtype}, NaN: {special}, {length} {args}"
+            with single_threaded():
+                values, indices = F.max_pool1d(x, *args, return_indices=True)
+            assert_identical(poolx.max_pool1d(x, *args), values, f"inference of {what}",
+                             check_stride=False)
+            got_values, got_indices = poolx.max_pool1d(x, *args, return_indices=True)
+            assert_identical(got_values, values, f"values of {what}", check_stride=False)
+            assert_identical(got_indices, indices, f"indices of {what}", check_stride=False)
+            got_values, argmax = poolx.max_pool1d_with_argmax(x, *args)
+            assert_identical(got_values, values, f"values with argmax of {what}",
+                             check_stride=False)
+            assert_identical(poolx.argmax_to_indices1d(argmax, x.shape, *args), indices,
+                             f"argmax of {what}", check_stride=False)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("name", GEOMETRIES)
 def test_argmax_tools_agree_with_torch_indices(device, name, dtype):

@@ -10,6 +10,7 @@
 #include "../fast_paths.h"
 #include "../index_rows.h"
 #include "poolx/elements.h"
+#include "pass_vectors.h"
 #include "stream_stores.h"
 #include "argmax_lanes.h"
 #include "tap_sweeps.h"
@@ -28,22 +29,6 @@ inline int64_t grain_for(int64_t elems_per_row) {
 // padding, dilation or cut window), one or two slices deep, whose tap loops
 // then unroll; with few channels the generic loops' bookkeeping costs more
 // than the loads.
-// Vectors in one pass of forward_channels_last over a general window (at
-// most 256 bytes elsewhere). With argmax on AVX-512, eight (float16's 256
-// bytes) spilled their running maxima and argmaxes to the stack: four there;
-// float32 passes hold four anyway, and bfloat16 goes by pairs. AVX2 measured
-// faster with sixteen vectors for every type (512 bytes of float32) than with
-// eight or thirty-two, though sixteen running maxima do not fit its registers.
-template <typename T, bool kArgmax>
-constexpr int64_t kPassVectors =
-#if defined(CPU_CAPABILITY_AVX2)
-    16;
-#elif defined(CPU_CAPABILITY_AVX512)
-    std::min<int64_t>(kArgmax ? 4 : 8, 256 / (kLanes * int64_t{sizeof(T)}));
-#else
-    std::min<int64_t>(8, 256 / (kLanes * int64_t{sizeof(T)}));
-#endif
-
 template <typename T, bool kArgmax, bool kTile2x2>
 void forward_channels_last(const FastForwardArgs& a, bool stream) {
   // Sizes as locals, not read through `a`: the stores through `out` could
@@ -57,10 +42,18 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
   const int64_t dilation_h = kTile2x2 ? 1 : g.dilation_h, dilation_w = kTile2x2 ? 1 : g.dilation_w;
   const int64_t row_stride = g.in_w * C, slice_stride = g.in_h * row_stride;
   const int64_t image_stride = g.in_d * slice_stride, depth_taps = g.kernel_d;
-  const bool prefetch = worth_prefetching<T>(a.in_l.numel());
+  constexpr int64_t kPixelPass = kPassVectors<T, kArgmax>;
+  constexpr int64_t kRowPass = kRowPassVectors<T, kArgmax>;
+  // Windows along one row whose pixel one pass takes whole (kRowPass vectors,
+  // or 8 of them below that) read the input in order: no prefetches there.
+  static_assert(kRowPass == kPixelPass || kRowPass == 8 || kRowPass == 16);
+  const bool row_passes = !kTile2x2 && g.kernel_h == 1 && g.kernel_d == 1 &&
+                          (C <= kPixelPass * kLanes ||
+                           (kRowPass > kPixelPass && (C == kRowPass * kLanes || C == 8 * kLanes)));
+  const bool prefetch = worth_prefetching<T>(a.in_l.numel()) && !row_passes;
   // Each tap is prefetched where it will be two windows later (or
-  // kPrefetchBytes ahead, the more): wide pixels (1-D windows of 128-512
-  // channels, 2-D ones of 512) step past a fixed lead within one window.
+  // kPrefetchBytes ahead, the more): wide pixels (2-D windows of 512
+  // channels, 1-D ones of 256 with argmax) step past a fixed lead within one window.
   const int64_t lead =
       std::max(kPrefetchBytes, 2 * g.stride_w * C * static_cast<int64_t>(sizeof(T)));
   constexpr int64_t kVectorBytes = kLanes * static_cast<int64_t>(sizeof(T));
@@ -238,7 +231,18 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
         constexpr int64_t kLine =
             kTile2x2 && kVectorBytes >= 32 ? 1 : std::max<int64_t>(1, 64 / kVectorBytes);
         if constexpr (!kTile2x2) {
-          constexpr int64_t kPixelPass = kPassVectors<T, kArgmax>;
+          if constexpr (kRowPass > kPixelPass) {
+            if (row_passes) {
+              for (; c0 + kRowPass * kLanes <= C; c0 += kRowPass * kLanes) {
+                pool_vectors(c0, std::integral_constant<int64_t, kRowPass>{}, kLanes);
+              }
+              if constexpr (kRowPass > 8) {
+                for (; c0 + 8 * kLanes <= C; c0 += 8 * kLanes) {
+                  pool_vectors(c0, std::integral_constant<int64_t, 8>{}, kLanes);
+                }
+              }
+            }
+          }
           for (; c0 + kPixelPass * kLanes <= C; c0 += kPixelPass * kLanes) {
             pool_vectors(c0, std::integral_constant<int64_t, kPixelPass>{}, kLanes);
           }
