@@ -44,8 +44,10 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
   const int64_t image_stride = g.in_d * slice_stride, depth_taps = g.kernel_d;
   constexpr int64_t kPixelPass = kPassVectors<T, kArgmax>;
   constexpr int64_t kRowPass = kRowPassVectors<T, kArgmax>;
-  // Windows along one row whose pixel one pass takes whole (kRowPass vectors,
-  // or 8 of them below that) read the input in order: no prefetches there.
+  // Windows along one row whose pixel fits one pass read the input in order:
+  // no prefetches there. The row loops below take exactly kRowPass or 8
+  // vectors; a pixel of up to kPixelPass vectors that are not whole goes by
+  // a few shorter passes, all within that pixel.
   static_assert(kRowPass == kPixelPass || kRowPass == 8 || kRowPass == 16);
   const bool row_passes = !kTile2x2 && g.kernel_h == 1 && g.kernel_d == 1 &&
                           (C <= kPixelPass * kLanes ||
