@@ -136,3 +136,32 @@ def test_pooling_argument_errors_name_the_function_called():
     for name, call in argmax_tools(values, argmax).items():
         with pytest.raises(RuntimeError, match=rf"^{name}: kernel_size must"):
             call((8, 8), (2, 2, 2))
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@pytest.mark.parametrize("batched", [True, False], ids=["batched", "unbatched"])
+def test_an_output_of_no_windows_places_nothing(dims, batched, device):
+    """An input of width 1 under a kernel of width 2 pools to no window (torch's
+    forward refuses it; a user can still hand the tools such an argmax): they
+    give zeros and an all-False mask of the input's shape, the backward's
+    answer (the mask once divided by zero, the unpool failed an internal
+    check)."""
+    batch = (5, 3) if batched else (3,)
+    input_size = (1,) * dims
+    kernel = (1,) * (dims - 1) + (2,)
+    pooled = torch.randn(batch + (1,) * (dims - 1) + (0,), device=device)
+    argmax = torch.zeros(pooled.shape, dtype=torch.uint8, device=device)
+    tool = {name: getattr(poolx, name.replace("Nd", f"{dims}d")) for name in
+            ("max_poolNd", "max_poolNd_backward", "max_unpoolNd_argmax", "argmax_to_maskNd",
+             "argmax_to_indicesNd")}
+    with torch.no_grad():
+        assert tool["max_poolNd"](torch.randn(batch + input_size, device=device), (1,) * dims)\
+            .shape == batch + input_size  # the geometry is sound where windows exist
+    zeros = torch.zeros(batch + input_size, device=device)
+    assert_identical(tool["max_poolNd_backward"](pooled, argmax, input_size, kernel), zeros,
+                     "backward")
+    assert_identical(tool["max_unpoolNd_argmax"](pooled, argmax, input_size, kernel), zeros,
+                     "unpool")
+    assert_identical(tool["argmax_to_maskNd"](argmax, input_size, kernel), zeros.bool(), "mask")
+    indices = tool["argmax_to_indicesNd"](argmax, input_size, kernel)
+    assert indices.shape == pooled.shape and indices.dtype == torch.int64
