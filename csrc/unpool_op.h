@@ -33,8 +33,8 @@ Tensor max_unpool2d(const Tensor& input, const Tensor& indices, IntArrayRef outp
                 ": Expected input to have non-zero size for non-batch dimensions, but got ",
                 input.sizes());
   }
-  // An empty output plane is allowed, as in torch; the index check below then
-  // rejects any index (torch skips that check and drops the values).
+  // An empty output plane is allowed, as in torch, which then places nothing
+  // and checks no index.
   TORCH_CHECK(output_size[0] >= 0 && output_size[1] >= 0, op,
               ": output_size must be non-negative, but got output_size=", output_size);
   check_pool_dtype(input, "input", op, /*allow_integral=*/true);
@@ -49,8 +49,7 @@ Tensor max_unpool2d(const Tensor& input, const Tensor& indices, IntArrayRef outp
   const Tensor idx4 = as_batched(indices, format, 2);
   const Tensor out = at::empty({in4.size(0), in4.size(1), output_size[0], output_size[1]},
                                   layout_of(in4, format));
-  // also into an empty plane, where every index is out of range
-  if (in4.numel() > 0) K().max_unpool2d_indices(in4, idx4, out);
+  if (in4.numel() > 0 && out.numel() > 0) K().max_unpool2d_indices(in4, idx4, out);
   return unbatch_like(out, input, 2);
 }
 

@@ -89,8 +89,8 @@ def _check_unpool(input, indices, stride):
         raise RuntimeError(
             f"Expected shape of indices to be same as that of the input tensor "
             f"({list(input.shape)}) but got indices tensor with shape: {list(indices.shape)}")
-    for dim in range(input.dim() - 4, input.dim()):
-        if dim >= 0 and input.shape[dim] == 0 and (dim > 0 or input.dim() == 4):
+    for dim in range(1, input.dim()):  # not an unbatched input's channels either, as torch
+        if input.shape[dim] == 0:
             raise RuntimeError(
                 "max_unpool3d: Expected input to have non-zero size for non-batch dimensions, "
                 f"but got {list(input.shape)} with dimension {dim} being empty.")

@@ -91,9 +91,5 @@ def test_any_unpool_call_raises_where_torch_raises(case):
         with pytest.raises(NotImplementedError):
             max_unpool2d(x, indices, out_hw)
         return
-    if 0 in out_hw and indices.numel():
-        # torch skips its index check when the output is empty; every index is out of range.
-        with pytest.raises(RuntimeError, match="invalid max index"):
-            max_unpool2d(x, indices, out_hw)
-        return
+    # an empty output: torch places nothing and checks no index, and so does poolx
     torch.testing.assert_close(max_unpool2d(x, indices, out_hw), expected, **EXACT)

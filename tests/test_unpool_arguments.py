@@ -158,3 +158,40 @@ def test_sizes_beyond_int64_raise_as_torch(dims, args):
         getattr(F, f"max_unpool{dims}d")(values, indices, **args)
     with pytest.raises(type(expected.value)):
         getattr(poolx, f"max_unpool{dims}d")(values, indices, **args)
+
+
+# dims: (input shape, kernel_size, padding): each pools nothing back (an
+# output axis of 0), with indices that would be out of range anywhere
+EMPTY_OUTPUTS = {
+    1: ((2, 3, 2), 1, 1),
+    2: ((2, 3, 2, 4), (1, 2), (1, 0)),
+    3: ((2, 2, 5, 2, 8), 1, 1),
+}
+
+
+@pytest.mark.parametrize("dims", EMPTY_OUTPUTS)
+def test_an_empty_output_places_nothing_as_torch(dims):
+    """torch places nothing into an output of no elements and checks no
+    index; poolx gives the same empty tensor (it once raised)."""
+    shape, kernel, padding = EMPTY_OUTPUTS[dims]
+    values = torch.randn(shape)
+    indices = torch.full(shape, 7)
+    unpool = f"max_unpool{dims}d"
+    expected = getattr(F, unpool)(values, indices, kernel, padding=padding)
+    assert expected.numel() == 0
+    got = getattr(poolx, unpool)(values, indices, kernel, padding=padding)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+
+
+def test_unbatched_3d_unpool_of_no_channels_is_torchs():
+    """torch checks the non-batch dimensions from the second on, an unbatched
+    input's channels not among them."""
+    values = torch.randn(0, 3, 2, 13)
+    indices = torch.zeros(values.shape, dtype=torch.int64)
+    for padding in (0, 1):
+        expected = F.max_unpool3d(values, indices, 1, padding=padding)
+        got = poolx.max_unpool3d(values, indices, 1, padding=padding)
+        assert got.shape == expected.shape == (0, 3 - 2 * padding, 2 - 2 * padding,
+                                               13 - 2 * padding)
+    with pytest.raises(RuntimeError, match="dimension 1 being empty"):
+        poolx.max_unpool3d(torch.randn(3, 0, 2, 2), torch.zeros(3, 0, 2, 2).long(), 1)
