@@ -114,10 +114,12 @@ Tensor argmax_to_mask(const Tensor& argmax, IntArrayRef input_size, IntArrayRef 
       argmax, Tensor(), input_size, {kernel_size, stride, padding, dilation, ceil_mode}, op, Dims);
   const Tensor mask =
       empty_unpooled(p.argmax, p.g, layout_of(p.argmax, p.format).dtype(at::kBool), Dims);
-  // no window (an output of no elements) marks nothing: the kernels need one
-  if (p.argmax.numel() == 0) return unbatch_like(mask.zero_(), argmax, Dims);
+  // no window or no input element: nothing to mark (the kernels need both)
+  if (p.argmax.numel() == 0 || mask.numel() == 0) {
+    return unbatch_like(mask.zero_(), argmax, Dims);
+  }
   const KernelView view = kernel_view(p.g, p.format);
-  if (mask.numel() > 0 && !K().argmax_to_mask(view(p.argmax), view(mask), view.g)) {
+  if (!K().argmax_to_mask(view(p.argmax), view(mask), view.g)) {
     invalid_argmax<K>(argmax, p, op);
   }
   return unbatch_like(mask, argmax, Dims);

@@ -81,10 +81,12 @@ template <KernelsFn K, int Dims>
 Tensor place_at_argmax(PlaceKernel kernel, const Tensor& pooled, const Tensor& argmax,
                        const ArgmaxProblem& p, const char* op) {
   const Tensor out = empty_unpooled(p.companion, p.g, layout_of(p.companion, p.format), Dims);
-  // no window (an output of no elements) places nothing: the kernels need one
-  if (p.argmax.numel() == 0) return unbatch_like(out.zero_(), pooled, Dims);
+  // no window or no output element: nothing to place (the kernels need both)
+  if (p.argmax.numel() == 0 || out.numel() == 0) {
+    return unbatch_like(out.zero_(), pooled, Dims);
+  }
   const KernelView view = kernel_view(p.g, p.format);
-  if (out.numel() > 0 && !kernel(view(p.companion), view(p.argmax), view(out), view.g)) {
+  if (!kernel(view(p.companion), view(p.argmax), view(out), view.g)) {
     invalid_argmax<K>(argmax, p, op);
   }
   return unbatch_like(out, pooled, Dims);
