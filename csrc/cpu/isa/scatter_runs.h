@@ -39,7 +39,8 @@ class WindowRun {
         // the last vector's padding: windows that accept any value
         padded_((windows_ + kPad - 1) / kPad * kPad),
         starts_(padded_, 0),
-        taps_(6 * padded_, 0) {
+        taps_(6 * padded_, 0),
+        by_table_(g.kernel_d * g.kernel_h * g.kernel_w <= kTableTaps) {
     const AxisWindows ds(g.axis_d()), hs(g.axis_h()), ws(g.axis_w());
     const int64_t plane = g.in_d * g.in_h * g.in_w;
     int64_t o = 0;
@@ -63,6 +64,7 @@ class WindowRun {
     for (; o < padded_; ++o) {
       for (int64_t axis = 0; axis < 3; ++axis) set_taps(axis, {0, INT32_MAX});
     }
+    if (by_table_) set_tap_table(g);
   }
 
   int64_t windows() const { return windows_; }
@@ -80,7 +82,15 @@ class WindowRun {
     const int32_t* const taps = taps_.data();
     alignas(64) int32_t targets[kMaxTargets];
     IVec bad(0);
-    for (int64_t o = 0; o < n; o += IVec::size()) {
+    const IVec one(1), zero(0);
+    for (int64_t o = 0; o < n && by_table_; o += IVec::size()) {
+      const IVec v = bytes_as_int32(am + o, std::min<int64_t>(IVec::size(), n - o));
+      // bit v of the window's taps: 0 where v names none (v >= 31 shifts
+      // every bit out, the sign bit being clear)
+      bad = bad | (((IVec::loadu(inside_.data() + o) >> v) & one) == zero);
+      (IVec::loadu(starts_.data() + o) + tap_lookup(v)).store(targets + o);
+    }
+    for (int64_t o = 0; o < n && !by_table_; o += IVec::size()) {
       const IVec v = bytes_as_int32(am + o, std::min<int64_t>(IVec::size(), n - o));
       const IVec row = (v * row_mul) >> shift, slice = (v * slice_mul) >> shift;
       const IVec kh = row - slice * kernel_h, kw = v - row * kernel_w;
@@ -106,6 +116,54 @@ class WindowRun {
  private:
   static constexpr int64_t kPad = 16;  // a multiple of every ISA's int32 lanes
 
+  // Windows of up to kTableTaps taps look each argmax's offset up (one
+  // permute, or a few on AVX2) and check it by a bit of the window's taps:
+  // the division by multiplies and the six range compares of larger
+  // windows took most of the run's time.
+  static constexpr int64_t kTableTaps = 31;
+
+  void set_tap_table(const Pool2dGeometry& g) {
+    for (int64_t t = 0; t < kTableTaps; ++t) tap_offset_[t] = offsets_(static_cast<uint32_t>(t));
+    const auto range = [&](int64_t axis, int64_t o) {
+      return std::make_pair(taps_[2 * axis * padded_ + o], taps_[(2 * axis + 1) * padded_ + o]);
+    };
+    for (int64_t o = 0; o < windows_; ++o) {
+      const auto [d0, d1] = range(0, o);
+      const auto [h0, h1] = range(1, o);
+      const auto [w0, w1] = range(2, o);
+      const uint32_t row = ((uint32_t{1} << (w1 - w0)) - 1) << w0;  // the taps of a tap row
+      uint32_t bits = 0;
+      for (int64_t kd = d0; kd < d1; ++kd) {
+        for (int64_t kh = h0; kh < h1; ++kh) bits |= row << ((kd * g.kernel_h + kh) * g.kernel_w);
+      }
+      inside_[o] = static_cast<int32_t>(bits);
+    }
+  }
+
+  // The offsets of taps v (each below 32) from tap_offset_.
+  C10_ALWAYS_INLINE at::vec::Vectorized<int32_t> tap_lookup(
+      const at::vec::Vectorized<int32_t>& v) const {
+#if defined(CPU_CAPABILITY_AVX512)
+    return _mm512_permutex2var_epi32(_mm512_load_si512(tap_offset_), v,
+                                     _mm512_load_si512(tap_offset_ + 16));
+#elif defined(CPU_CAPABILITY_AVX2)
+    // eight taps a permute; bits 3 and 4 of v, shifted to the sign, select
+    const auto part = [&](int64_t i) {
+      return _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(tap_offset_ + 8 * i)), v));
+    };
+    const __m256 bit3 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 28)),
+                 bit4 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 27));
+    return _mm256_castps_si256(_mm256_blendv_ps(_mm256_blendv_ps(part(0), part(1), bit3),
+                                                _mm256_blendv_ps(part(2), part(3), bit3), bit4));
+#else
+    alignas(64) int32_t lanes[at::vec::Vectorized<int32_t>::size()];
+    v.store(lanes);
+    for (int32_t& lane : lanes) lane = tap_offset_[lane & 31];
+    return at::vec::Vectorized<int32_t>::loadu(lanes);
+#endif
+  }
+
   const int32_t kernel_h_, kernel_w_;
   const TapOffsets offsets_;
   const int64_t windows_, padded_;
@@ -113,6 +171,11 @@ class WindowRun {
   // the taps inside the input, by axis D, H, W: the begin of every window,
   // then the end of every window, as the vector loop reads them
   std::vector<int32_t> taps_;
+  const bool by_table_;
+  // by_table_: each window's taps inside the input, bit t for tap t (every
+  // bit below 31 for the padding)
+  std::vector<int32_t> inside_ = std::vector<int32_t>(by_table_ ? padded_ : 0, INT32_MAX);
+  alignas(64) int32_t tap_offset_[32] = {};
 };
 
 // Runs of at least this many windows where planes are small enough.
