@@ -12,21 +12,7 @@ namespace {
 
 using namespace isa_none;
 
-// Adaptive windows' argmax value by value: the rule's tables are those of
-// windows that step.
-template <typename argmax_t>
-bool adaptive_valid(const argmax_t* argmax, const Layout4d& l, const Pool2dGeometry& g) {
-  std::atomic<bool> ok{true};
-  at::parallel_for(0, l.numel(), 32768, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e && ok.load(std::memory_order_relaxed); ++i) {
-      const Layout4d::Coord p = l.coord(i);
-      if (!argmax_is_valid(static_cast<int64_t>(argmax[i]), g, p.h, p.w)) ok = false;
-    }
-  });
-  return ok;
-}
-
-// Windows that step, along up to three axes: which taps of each window lie
+// Windows that step or adapt, along up to three axes: which taps of each window lie
 // inside the input, a box ds x hs x ws of per-axis ranges. A uint8 value
 // splits into (kd, kh, kw) by multiplies and shifts, which vectorize
 // (v / d == (v * ceil(65536 / d)) >> 16 for v, d <= 256).
@@ -91,15 +77,18 @@ class TapBoxes {
   std::vector<TapRange> ds_, hs_, ws_;
 };
 
-// A volume of windows that step, a row of windows (od, oh) at a time: the
-// windows inside the input along W as one run, the others one by one.
+// Volumes, and adaptive windows, a row of windows (od, oh) at a time: the
+// windows that step inside the input along W as one run, the others (every
+// adaptive one) one by one.
 template <typename argmax_t>
-bool volume_rows_valid(const argmax_t* argmax, const Layout4d& l, const Pool2dGeometry& g) {
+bool rows_of_boxes_valid(const argmax_t* argmax, const Layout4d& l, const Pool2dGeometry& g) {
   const int64_t channels = l.channels_last ? l.c : 1;
   const int64_t row_len = l.w * channels, rows = l.numel() / row_len;
   const TapBoxes boxes(g);
   const TapRange cols =
-      interior_outputs(g.in_w, g.out_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w);
+      g.adaptive()
+          ? TapRange{0, 0}
+          : interior_outputs(g.in_w, g.out_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w);
   const int64_t inner_begin = std::clamp<int64_t>(cols.begin, 0, l.w);
   const int64_t inner_end = std::clamp<int64_t>(cols.end, inner_begin, l.w);
   std::atomic<bool> ok{true};
@@ -128,8 +117,7 @@ bool volume_rows_valid(const argmax_t* argmax, const Layout4d& l, const Pool2dGe
 
 template <typename argmax_t>
 bool valid(const argmax_t* argmax, const Layout4d& l, const Pool2dGeometry& g) {
-  if (g.adaptive()) return adaptive_valid(argmax, l, g);
-  if (!g.planar()) return volume_rows_valid(argmax, l, g);
+  if (g.adaptive() || !g.planar()) return rows_of_boxes_valid(argmax, l, g);
   // an output row: out_w windows, of C values each in channels_last
   const int64_t channels = l.channels_last ? l.c : 1;
   const int64_t row_len = l.w * channels, rows = l.numel() / row_len;
