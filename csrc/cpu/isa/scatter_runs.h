@@ -48,23 +48,29 @@ class WindowRun {
       taps_[2 * axis * padded_ + o] = static_cast<int32_t>(taps.begin);
       taps_[(2 * axis + 1) * padded_ + o] = static_cast<int32_t>(taps.end);
     };
-    for (int64_t p = 0; p < planes; ++p) {
-      for (int64_t od = 0; od < g.out_d; ++od) {
-        for (int64_t oh = 0; oh < g.out_h; ++oh) {
-          for (int64_t ow = 0; ow < g.out_w; ++ow, ++o) {
-            starts_[o] = static_cast<int32_t>(
-                p * plane + (ds.start[od] * g.in_h + hs.start[oh]) * g.in_w + ws.start[ow]);
-            set_taps(0, ds.taps[od]);
-            set_taps(1, hs.taps[oh]);
-            set_taps(2, ws.taps[ow]);
-          }
+    // the first plane's windows; the others copy them, a plane further on
+    const int64_t out_plane = planes > 0 ? windows_ / planes : 0;
+    for (int64_t od = 0; od < g.out_d && o < windows_; ++od) {
+      for (int64_t oh = 0; oh < g.out_h; ++oh) {
+        for (int64_t ow = 0; ow < g.out_w; ++ow, ++o) {
+          starts_[o] =
+              static_cast<int32_t>((ds.start[od] * g.in_h + hs.start[oh]) * g.in_w + ws.start[ow]);
+          set_taps(0, ds.taps[od]);
+          set_taps(1, hs.taps[oh]);
+          set_taps(2, ws.taps[ow]);
         }
+      }
+    }
+    for (; o < windows_; ++o) {
+      starts_[o] = starts_[o - out_plane] + static_cast<int32_t>(plane);
+      for (int64_t row = 0; row < 6; ++row) {
+        taps_[row * padded_ + o] = taps_[row * padded_ + o - out_plane];
       }
     }
     for (; o < padded_; ++o) {
       for (int64_t axis = 0; axis < 3; ++axis) set_taps(axis, {0, INT32_MAX});
     }
-    if (by_table_) set_tap_table(g);
+    if (by_table_) set_tap_table(g, out_plane);
   }
 
   int64_t windows() const { return windows_; }
@@ -122,12 +128,12 @@ class WindowRun {
   // windows took most of the run's time.
   static constexpr int64_t kTableTaps = 31;
 
-  void set_tap_table(const Pool2dGeometry& g) {
+  void set_tap_table(const Pool2dGeometry& g, int64_t out_plane) {
     for (int64_t t = 0; t < kTableTaps; ++t) tap_offset_[t] = offsets_(static_cast<uint32_t>(t));
     const auto range = [&](int64_t axis, int64_t o) {
       return std::make_pair(taps_[2 * axis * padded_ + o], taps_[(2 * axis + 1) * padded_ + o]);
     };
-    for (int64_t o = 0; o < windows_; ++o) {
+    for (int64_t o = 0; o < out_plane; ++o) {
       const auto [d0, d1] = range(0, o);
       const auto [h0, h1] = range(1, o);
       const auto [w0, w1] = range(2, o);
@@ -138,6 +144,7 @@ class WindowRun {
       }
       inside_[o] = static_cast<int32_t>(bits);
     }
+    for (int64_t o = out_plane; o < windows_; ++o) inside_[o] = inside_[o - out_plane];
   }
 
   // The offsets of taps v (each below 32) from tap_offset_.
