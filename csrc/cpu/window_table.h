@@ -5,6 +5,7 @@
 #pragma once
 
 #include <ATen/Parallel.h>
+#include <ATen/cpu/vec/vec.h>
 
 #include <algorithm>
 #include <atomic>
@@ -38,6 +39,18 @@ struct AxisWindows {
 
   bool any_empty() const { return std::find(empty.begin(), empty.end(), 1) != empty.end(); }
 };
+
+// Zeroes bytes from p by vector stores, which leave a run or chunk of
+// groups in the L1 cache for its writes (glibc's memset stores a few KB by
+// rep stosb).
+inline void zero_bytes(void* p, int64_t bytes) {
+  using IVec = at::vec::Vectorized<int32_t>;
+  constexpr int64_t kBytes = IVec::size() * sizeof(int32_t);
+  char* const dst = static_cast<char*>(p);
+  int64_t i = 0;
+  for (; i + kBytes <= bytes; i += kBytes) IVec(0).store(dst + i);
+  std::memset(dst + i, 0, bytes - i);
+}
 
 // Where each tap lands for a chunk of groups: entry[j * row + a] is the
 // element (channel 0) at tap a of the chunk's window j (group j / windows),
@@ -147,7 +160,7 @@ bool scatter_by_table(const argmax_t* argmax, T* to, const WindowTable& table, i
            first += chunk) {
         const int64_t groups_here = std::min(end - first, chunk);
         T* const dst = to + first * in_group;
-        std::memset(static_cast<void*>(dst), 0, groups_here * in_group * sizeof(T));
+        zero_bytes(dst, groups_here * in_group * static_cast<int64_t>(sizeof(T)));
         const int64_t o0 = first * out_group;
         for (int64_t j = 0, n = groups_here * table.windows; j < n; ++j) {
           const uint32_t* const taps = entry + j * row;

@@ -205,17 +205,6 @@ inline bool adds_by_runs(const Pool2dGeometry& g, const Layout4d& in_l) {
          !any_empty(g.axis_d()) && !any_empty(g.axis_h()) && !any_empty(g.axis_w());
 }
 
-// Zeroes bytes from p by vector stores, which leave the run in the L1 cache
-// for its adds (glibc's memset stores a run this size by rep stosb).
-inline void zero_bytes(void* p, int64_t bytes) {
-  using IVec = at::vec::Vectorized<int32_t>;
-  constexpr int64_t kBytes = IVec::size() * sizeof(int32_t);
-  char* const at = static_cast<char*>(p);
-  int64_t i = 0;
-  for (; i + kBytes <= bytes; i += kBytes) IVec(0).store(at + i);
-  std::memset(at + i, 0, bytes - i);
-}
-
 // The backward by runs of whole NCHW planes, each zeroed, then summed in
 // place while in the L1 cache; where no two windows share an input
 // (disjoint), each gradient is added to a zero, the sum not read back.
