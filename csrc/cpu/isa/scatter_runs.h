@@ -7,8 +7,7 @@
 // adds ran ahead of the stores before them, and ran again where neighbouring
 // windows select the same input (their overlap). Planes of few windows (a
 // pyramid's 4x4) go several at a time, so that a run fills whole vectors.
-// channels_last, float32 windows that share no input, and planes the runs
-// do not take, go by the table.
+// channels_last, and planes the runs do not take, go by the table.
 #pragma once
 
 #include <ATen/Parallel.h>
@@ -248,14 +247,8 @@ void backward_by_runs(const FastBackwardArgs& a, bool disjoint) {
 template <typename T>
 void scatter_windows_add(const FastBackwardArgs& a, T* /*type*/) {
   const Pool2dGeometry& g = a.g;
-  // float32 gradients of up to 64 windows that share no input are plain
-  // stores, which the table places faster; more windows outgrow its table
-  // (DESIGN.md, the benchmark table's scatter runs)
-  const bool disjoint = windows_disjoint(g);
-  const bool stores =
-      std::is_same_v<T, float> && disjoint && g.out_d * g.out_h * g.out_w <= 64;
-  if (!stores && adds_by_runs(g, a.in_l)) {
-    backward_by_runs<T>(a, disjoint);
+  if (adds_by_runs(g, a.in_l)) {
+    backward_by_runs<T>(a, windows_disjoint(g));
     return;
   }
   const T* const go = static_cast<const T*>(a.grad_output);
