@@ -23,9 +23,9 @@ def windows(size_in, size_out):
 def draw(rng, dims):
     size_in = [rng.randint(1, 9) for _ in range(dims)]
     size_out = [rng.choice([1, max(1, s // 2), s, s + 2, rng.randint(1, 9)]) for s in size_in]
-    if rng.random() < 0.15:  # windows over 256 taps: an int32 argmax
+    if rng.random() < 0.25:  # windows of 18 x 15 taps and more: an int32 argmax
         size_in[-1], size_out[-1] = 40, 3
-        size_in[-2], size_out[-2] = 11, 2
+        size_in[-2], size_out[-2] = 50, 3
     shape = [rng.choice([1, 2]), rng.choice([1, 3, 17])] + size_in
     return shape, size_out
 
@@ -70,7 +70,7 @@ def _product(axes):
             yield (w,) + rest
 
 
-def invalid_values(rng, argmax, size_in, size_out, kernel, position):
+def invalid_values(argmax, size_in, size_out, kernel, position):
     """Values that name no tap of the window at position (its output coordinates)."""
     window = [windows(i, o)[c] for i, o, c in zip(size_in, size_out, position)]
     taps = 1
@@ -111,7 +111,7 @@ def test_any_valid_argmax_routes_and_reads_where_it_names(seed):
                          f"backward {shape} -> {size_out} {layout}", check_stride=False)
 
         position = [rng.randrange(s) for s in values.shape]
-        for bad in invalid_values(rng, argmax, size_in, size_out, kernel, position[2:]):
+        for bad in invalid_values(argmax, size_in, size_out, kernel, position[2:]):
             hostile = argmax.clone()
             hostile[tuple(position)] = bad
             where = ", ".join(map(str, position))
