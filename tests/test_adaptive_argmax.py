@@ -5,6 +5,8 @@ every other value raises, naming its position and value. Geometries are
 drawn at random: 2-D and 3-D, shrinking and growing axes, divisible or not,
 both layouts, uint8 and int32 argmax."""
 
+import itertools
+import math
 import random
 
 import pytest
@@ -50,7 +52,7 @@ def random_argmax(rng, argmax, size_in, size_out):
     planes = argmax.shape[0] * argmax.shape[1]
     v, f = values.view(planes, -1), flat.view(planes, -1)
     for p in range(planes):
-        for o, window in enumerate(_product(axes)):
+        for o, window in enumerate(itertools.product(*axes)):
             taps = [rng.randrange(end - start) for start, end in window]
             tap, index = 0, 0
             for t, k, (start, _), size in zip(taps, kernel, window, size_in):
@@ -61,22 +63,10 @@ def random_argmax(rng, argmax, size_in, size_out):
     return out, flat, kernel
 
 
-def _product(axes):
-    if not axes:
-        yield ()
-        return
-    for w in axes[0]:
-        for rest in _product(axes[1:]):
-            yield (w,) + rest
-
-
 def invalid_values(argmax, size_in, size_out, kernel, position):
     """Values that name no tap of the window at position (its output coordinates)."""
     window = [windows(i, o)[c] for i, o, c in zip(size_in, size_out, position)]
-    taps = 1
-    for k in kernel:
-        taps *= k
-    bad = [taps, 255 if argmax.dtype == torch.uint8 else 2**31 - 1]
+    bad = [math.prod(kernel), 255 if argmax.dtype == torch.uint8 else 2**31 - 1]
     if argmax.dtype == torch.int32:
         bad.append(-1)
     for axis, (start, end) in enumerate(window):
