@@ -212,6 +212,20 @@ inline Vec add_where(const Vec& sum, const ArgmaxLanes& argmax, int64_t tap, con
 #endif
 }
 
+// How many of the first n argmax lanes are `tap`.
+inline int64_t lanes_at_tap(const ArgmaxLanes& argmax, int64_t tap, int64_t n) {
+#if defined(CPU_CAPABILITY_AVX512)
+  const uint32_t picked = _mm_cmpeq_epi8_mask(argmax, _mm_set1_epi8(static_cast<char>(tap)));
+#elif defined(CPU_CAPABILITY_AVX2)
+  const uint32_t picked = _mm256_movemask_ps(_mm256_cmp_ps(
+      argmax, _mm256_set1_ps(static_cast<float>(tap)), _CMP_EQ_OQ));
+#else
+  uint32_t picked = 0;
+  for (int64_t i = 0; i < kLanes; ++i) picked |= uint32_t{argmax[i] == tap} << i;
+#endif
+  return __builtin_popcount(n >= kLanes ? picked : picked & ((uint32_t{1} << n) - 1));
+}
+
 // value in the lanes whose argmax is `tap`; the other lanes keep `kept`
 // (unpool: a later window's selection replaces an earlier one's). A move,
 // so the bits stay as they are.

@@ -56,5 +56,26 @@ inline bool gathers_volume(const Pool2dGeometry& g, int64_t C) {
          g.window_size() <= 8 * g.stride_d * g.stride_h * g.stride_w;
 }
 
+// channels_last adaptive windows (none wider than its input along an axis,
+// so an input lies in at most two along each) gather where pixels are wide
+// and windows dense: the scatter's adds, one element each, follow the
+// windows; the gather's vectors follow the pixels. The measured crossovers:
+// a window per kLanes pixels (13x13 -> 4x4 gathers, -> 3x3 scatters), per
+// 2 * kLanes for 16-bit types on AVX-512, whose scatter rounds each add by
+// itself (13x13 -> 3x3 gathers too); pixels of 256 channels (at 128 the
+// gather's cost per pixel outweighs the adds it saves). Vector builds only.
+template <typename T>
+inline bool gathers_adaptive(const Pool2dGeometry& g, const Layout4d& in_l) {
+#if defined(CPU_CAPABILITY_AVX512)
+  constexpr int64_t kPixelsPerWindow = kLanes * sizeof(float) / sizeof(T);
+#else
+  constexpr int64_t kPixelsPerWindow = kLanes;
+#endif
+  const int64_t windows = g.out_d * g.out_h * g.out_w, pixels = g.in_d * g.in_h * g.in_w;
+  return kVectorBuild && in_l.channels_last && g.adaptive() &&
+         in_l.c >= kGatherMinChannels * 4 && g.out_d <= g.in_d && g.out_h <= g.in_h &&
+         g.out_w <= g.in_w && windows * kPixelsPerWindow >= pixels;
+}
+
 }  // namespace POOLX_ISA_NAMESPACE
 }  // namespace poolx

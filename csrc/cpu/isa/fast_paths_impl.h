@@ -7,6 +7,7 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include "backward_gather.h"
 #include "backward_kernels.h"
 #include "backward_routes.h"
 #include "backward_scatter.h"
@@ -253,7 +254,11 @@ inline bool unpool_argmax(const FastBackwardArgs& a) {
 }
 
 inline bool scatter_add(const FastBackwardArgs& a) {
-  return dispatch_fast_types(a.dtype, [&](auto* tag) { scatter_windows_add(a, tag); });
+  return dispatch_fast_types(a.dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    if (gathers_adaptive<T>(a.g, a.in_l)) backward_channels_last<T>(a);
+    else scatter_windows_add(a, tag);
+  });
 }
 
 const FastPaths& fast_paths() {
