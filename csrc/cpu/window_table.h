@@ -6,6 +6,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
+#include <c10/util/SmallVector.h>
 
 #include <algorithm>
 #include <atomic>
@@ -24,9 +25,12 @@ namespace POOLX_ISA_NAMESPACE {
 // which of its taps lie inside the input, worked out once per call instead of
 // once per window.
 struct AxisWindows {
-  std::vector<int64_t> start;
-  std::vector<TapRange> taps;
-  std::vector<char> whole, empty;  // every tap of the kernel inside; none
+  // held inline up to a few windows: small calls make no allocation
+  template <typename E>
+  using Windows = c10::SmallVector<E, 16>;
+  Windows<int64_t> start;
+  Windows<TapRange> taps;
+  Windows<char> whole, empty;  // every tap of the kernel inside; none
 
   explicit AxisWindows(const AxisT<int64_t>& axis) {
     for (int64_t o = 0; o < axis.out; ++o) {

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -220,13 +221,15 @@ void backward_by_runs(const FastBackwardArgs& a, bool disjoint) {
   const int64_t run_planes = std::min({by_windows, by_bytes, kMaxTargets / out_plane, planes});
   if (run_planes == 0) return;  // no plane
   const int64_t runs = planes / run_planes, rest = planes % run_planes;
-  const WindowRun run(g, run_planes), last(g, rest);
+  const WindowRun run(g, run_planes);
+  std::optional<WindowRun> last;  // the rest of the planes, if any
+  if (rest != 0) last.emplace(g, rest);
   const auto add_runs = [&](auto onto_zero) {
     at::parallel_for(0, runs + (rest != 0), grain_for(run_planes * plane), [&](int64_t b,
                                                                                int64_t e) {
       bool valid = true;
       for (int64_t r = b; r < e && valid; ++r) {  // an invalid argmax ends the task
-        const WindowRun& here = r < runs ? run : last;
+        const WindowRun& here = r < runs ? run : *last;
         const int64_t first = r * run_planes;
         T* const sums = gi + first * plane;
         zero_bytes(sums, here.windows() / out_plane * plane * sizeof(T));
