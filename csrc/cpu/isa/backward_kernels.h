@@ -1,5 +1,6 @@
-// Vectorized backward along C, channels_last (NCHW: scatter_nchw.h and, for
-// the tiled kernel_w == 2 case, tiled_rows.h).
+// Vectorized backward along C of windows that tile a channels_last input (the
+// gather of other windows: backward_gather.h; NCHW: backward_scatter.h,
+// scatter_runs.h and the tiled rows, tiled_rows_backward.h).
 #pragma once
 
 #include <ATen/Parallel.h>
