@@ -21,7 +21,8 @@ ops = torch.ops.poolx
 
 # (N, C, input size, output size): dense windows (at least one per 16
 # pixels) over pixels of whole and partial vectors of channels, and a
-# sparser 13x13 -> 3 and -> 2 (gathered in 16-bit types alone, and in none)
+# sparser 13x13 -> 3 and -> 2 (gathered in bfloat16 alone, and in none);
+# float16 scatters, and is checked alike
 CASES_2D = [
     (2, 256, (13, 13), (4, 4)),
     (1, 264, (7, 7), (3, 3)),

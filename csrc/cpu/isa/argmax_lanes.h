@@ -9,6 +9,7 @@
 #include <limits>
 #include <utility>
 
+#include "partial_lanes.h"
 #include "vec_io.h"
 
 namespace poolx {
@@ -212,19 +213,46 @@ inline Vec add_where(const Vec& sum, const ArgmaxLanes& argmax, int64_t tap, con
 #endif
 }
 
-// How many of the first n argmax lanes are `tap`.
-inline int64_t lanes_at_tap(const ArgmaxLanes& argmax, int64_t tap, int64_t n) {
+// How many argmax lanes were a given tap, counted lane by lane (one vector
+// add where the ISA has them): add() counts the first n lanes.
+class TapCounts {
+ public:
+  void add(const ArgmaxLanes& argmax, int64_t tap, int64_t n) {
 #if defined(CPU_CAPABILITY_AVX512)
-  const uint32_t picked = _mm_cmpeq_epi8_mask(argmax, _mm_set1_epi8(static_cast<char>(tap)));
+    __mmask16 picked = _mm_cmpeq_epi8_mask(argmax, _mm_set1_epi8(static_cast<char>(tap)));
+    if (n < kLanes) picked &= lane_mask(n);
+    counts_ = _mm512_mask_add_epi32(counts_, picked, counts_, _mm512_set1_epi32(1));
 #elif defined(CPU_CAPABILITY_AVX2)
-  const uint32_t picked = _mm256_movemask_ps(_mm256_cmp_ps(
-      argmax, _mm256_set1_ps(static_cast<float>(tap)), _CMP_EQ_OQ));
+    __m256i picked = _mm256_castps_si256(
+        _mm256_cmp_ps(argmax, _mm256_set1_ps(static_cast<float>(tap)), _CMP_EQ_OQ));
+    if (n < kLanes) picked = _mm256_and_si256(picked, lane_mask_epi32(n));
+    counts_ = _mm256_sub_epi32(counts_, picked);  // a selecting lane is -1
 #else
-  uint32_t picked = 0;
-  for (int64_t i = 0; i < kLanes; ++i) picked |= uint32_t{argmax[i] == tap} << i;
+    for (int64_t i = 0; i < n; ++i) counts_ += argmax[i] == static_cast<float>(tap);
 #endif
-  return __builtin_popcount(n >= kLanes ? picked : picked & ((uint32_t{1} << n) - 1));
-}
+  }
+
+  int64_t total() const {
+#if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
+    alignas(64) int32_t lanes[kLanes];
+    std::memcpy(lanes, &counts_, sizeof(lanes));
+    int64_t sum = 0;
+    for (const int32_t lane : lanes) sum += lane;
+    return sum;
+#else
+    return counts_;
+#endif
+  }
+
+ private:
+#if defined(CPU_CAPABILITY_AVX512)
+  __m512i counts_ = _mm512_setzero_si512();
+#elif defined(CPU_CAPABILITY_AVX2)
+  __m256i counts_ = _mm256_setzero_si256();
+#else
+  int64_t counts_ = 0;
+#endif
+};
 
 // value in the lanes whose argmax is `tap`; the other lanes keep `kept`
 // (unpool: a later window's selection replaces an earlier one's). A move,

@@ -50,11 +50,11 @@ constexpr int64_t kSumChains = 4;
 // with kCopy, the value of the last window that selects it (unpool).
 // kFull: all of them whole, so the sums stay in registers. The lanes are
 // sums rounded to T, or T values, so they store exactly.
-// kCount: how many lanes select their tap is added to `selected`.
+// kCount: the lanes that select their tap are counted in `selected`.
 template <typename T, bool kFull, bool kCopy, bool kCount>
 inline void gather_pixel(const T* go, const uint8_t* argmax, T* gi_px, int64_t C, int64_t c0,
                          const int64_t* offset, const int64_t* tap, int64_t n_windows,
-                         bool stream, int64_t& selected) {
+                         bool stream, TapCounts& selected) {
   Vec sum[kSumChains];
   for (Vec& s : sum) s = Vec(0.f);
   const auto lanes = [&](int64_t j) {
@@ -65,7 +65,7 @@ inline void gather_pixel(const T* go, const uint8_t* argmax, T* gi_px, int64_t C
       const int64_t n = lanes(j), o = offset[k] + c0 + j * kLanes;
       if (!kFull && n <= 0) break;
       const ArgmaxLanes am = load_argmax_lanes(argmax + o, n);
-      if constexpr (kCount) selected += lanes_at_tap(am, tap[k], n);
+      if constexpr (kCount) selected.add(am, tap[k], n);
       if constexpr (kCopy) {
         sum[j] = copy_where(sum[j], am, tap[k], load_float(go + o, n));
       } else {
@@ -119,7 +119,7 @@ void backward_channels_last(const FastBackwardArgs& a) {
   std::atomic<int64_t> selected_all{0};
   const auto gather_rows = [&](auto count) {
   at::parallel_for(0, rows, grain_for(g.in_w * C), [&](int64_t b, int64_t e) {
-    int64_t selected = 0;
+    TapCounts selected;
     // kernel_h * kernel_w <= 256 with a uint8 argmax, and adaptive windows
     // cover an input at most twice along an axis: no list overflows
     std::array<int64_t, 256> row_offset, row_tap, offset, tap;
@@ -174,7 +174,7 @@ void backward_channels_last(const FastBackwardArgs& a) {
       }
     }
     if (stream) stream_fence();
-    selected_all += selected;
+    selected_all += selected.total();
   });
   };
   if (counts) {
