@@ -33,7 +33,18 @@ CASES_2D = [
     (3, 256, (6, 13), (6, 4)),
 ]
 CASES_3D = [(1, 256, (5, 7, 7), (3, 4, 4)), (2, 264, (4, 6, 5), (2, 3, 3))]
-CASES_1D = [(2, 256, 64, 8), (1, 272, 37, 5)]
+CASES_1D = [(2, 256, (60,), 7), (1, 272, (37,), 5)]
+
+# per number of spatial dimensions: torch's op, poolx's, and the layout
+# with channels innermost
+OPS = {
+    1: (F.adaptive_max_pool1d, poolx.adaptive_max_pool1d,
+        lambda x: x.transpose(1, 2).contiguous().transpose(1, 2)),
+    2: (F.adaptive_max_pool2d, poolx.adaptive_max_pool2d,
+        lambda x: x.contiguous(memory_format=torch.channels_last)),
+    3: (F.adaptive_max_pool3d, poolx.adaptive_max_pool3d,
+        lambda x: x.contiguous(memory_format=torch.channels_last_3d)),
+}
 
 
 def case_id(case):
@@ -41,30 +52,13 @@ def case_id(case):
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
-@pytest.mark.parametrize("case", CASES_2D, ids=case_id)
-def test_2d_matches_torch(case, dtype):
+@pytest.mark.parametrize("case", CASES_2D + CASES_3D + CASES_1D, ids=case_id)
+def test_matches_torch(case, dtype):
     n, c, size_in, size_out = case
-    x = random_values((n, c, *size_in), dtype).contiguous(memory_format=torch.channels_last)
-    check_against_torch(F.adaptive_max_pool2d, poolx.adaptive_max_pool2d, x, size_out,
-                        f"{case_id(case)} channels_last {dtype}")
-
-
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
-@pytest.mark.parametrize("case", CASES_3D, ids=case_id)
-def test_3d_matches_torch(case, dtype):
-    n, c, size_in, size_out = case
-    x = random_values((n, c, *size_in), dtype).contiguous(memory_format=torch.channels_last_3d)
-    check_against_torch(F.adaptive_max_pool3d, poolx.adaptive_max_pool3d, x, size_out,
-                        f"{case_id(case)} channels_last_3d {dtype}")
-
-
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
-@pytest.mark.parametrize("case", CASES_1D, ids=case_id)
-def test_1d_nlc_matches_torch(case, dtype):
-    n, c, length, size_out = case
-    x = random_values((n, length, c), dtype).transpose(1, 2)  # channels innermost
-    check_against_torch(F.adaptive_max_pool1d, poolx.adaptive_max_pool1d, x, size_out,
-                        f"{case_id(case)} nlc {dtype}")
+    torch_pool, poolx_pool, channels_innermost = OPS[len(size_in)]
+    x = channels_innermost(random_values((n, c, *size_in), dtype))
+    check_against_torch(torch_pool, poolx_pool, x, size_out,
+                        f"{case_id(case)}, channels innermost, {dtype}")
 
 
 @pytest.mark.parametrize("seed", range(6))
