@@ -90,7 +90,8 @@ inline void gather_pixel(const T* go, const uint8_t* argmax, T* gi_px, int64_t C
 // In planes each output row's argmax is checked by the input row of its
 // windows' first in-bounds tap row, as that row starts to read it; rows of
 // windows with no row inside the input (dilation + padding) are read by none,
-// so such a geometry, and any volume, is checked in a pass first.
+// so such a geometry, and any volume of stepping windows, is checked in a
+// pass first. Adaptive windows count the lanes that select instead.
 template <typename T, bool kCopy = false>
 void backward_channels_last(const FastBackwardArgs& a) {
   const Pool2dGeometry& g = a.g;
@@ -118,64 +119,64 @@ void backward_channels_last(const FastBackwardArgs& a) {
   const AxisCover cols(axis_w);
   std::atomic<int64_t> selected_all{0};
   const auto gather_rows = [&](auto count) {
-  at::parallel_for(0, rows, grain_for(g.in_w * C), [&](int64_t b, int64_t e) {
-    TapCounts selected;
-    // kernel_h * kernel_w <= 256 with a uint8 argmax, and adaptive windows
-    // cover an input at most twice along an axis: no list overflows
-    std::array<int64_t, 256> row_offset, row_tap, offset, tap;
-    for (int64_t r = b; r < e; ++r) {
-      const int64_t slab = r / g.in_h, ih = r % g.in_h;  // slab: image * in_d + id
-      const TapRange ohs = axis_h.covering(ih);
-      int64_t n_rows = 0;  // rows of windows covering row r, in output order
-      // those of output slice o_slice (image * out_d + od), tap kd
-      const auto add_rows = [&](int64_t o_slice, int64_t kd) {
-        for (int64_t oh = ohs.begin; oh < ohs.end; ++oh) {
-          const int64_t kh = axis_h.tap(ih, oh);
-          if (kh < 0) continue;
-          const int64_t o_row = (o_slice * g.out_h + oh) * g.out_w * C;
-          if (check_rows && kh == rule->first_row_tap(oh) &&
-              !rule->row_valid(a.argmax + o_row, C, oh)) {
-            a.argmax_invalid->store(true, std::memory_order_relaxed);
+    at::parallel_for(0, rows, grain_for(g.in_w * C), [&](int64_t b, int64_t e) {
+      TapCounts selected;
+      // kernel_h * kernel_w <= 256 with a uint8 argmax, and adaptive windows
+      // cover an input at most twice along an axis: no list overflows
+      std::array<int64_t, 256> row_offset, row_tap, offset, tap;
+      for (int64_t r = b; r < e; ++r) {
+        const int64_t slab = r / g.in_h, ih = r % g.in_h;  // slab: image * in_d + id
+        const TapRange ohs = axis_h.covering(ih);
+        int64_t n_rows = 0;  // rows of windows covering row r, in output order
+        // those of output slice o_slice (image * out_d + od), tap kd
+        const auto add_rows = [&](int64_t o_slice, int64_t kd) {
+          for (int64_t oh = ohs.begin; oh < ohs.end; ++oh) {
+            const int64_t kh = axis_h.tap(ih, oh);
+            if (kh < 0) continue;
+            const int64_t o_row = (o_slice * g.out_h + oh) * g.out_w * C;
+            if (check_rows && kh == rule->first_row_tap(oh) &&
+                !rule->row_valid(a.argmax + o_row, C, oh)) {
+              a.argmax_invalid->store(true, std::memory_order_relaxed);
+            }
+            row_offset[n_rows] = o_row;
+            row_tap[n_rows++] = (kd * g.kernel_h + kh) * g.kernel_w;
           }
-          row_offset[n_rows] = o_row;
-          row_tap[n_rows++] = (kd * g.kernel_h + kh) * g.kernel_w;
-        }
-      };
-      if (planar) {
-        add_rows(slab, 0);
-      } else {
-        const int64_t id = slab % g.in_d, image = slab / g.in_d;
-        const TapRange ods = axis_d.covering(id);
-        for (int64_t od = ods.begin; od < ods.end; ++od) {
-          const int64_t kd = axis_d.tap(id, od);
-          if (kd >= 0) add_rows(image * g.out_d + od, kd);
-        }
-      }
-      for (int64_t iw = 0; iw < g.in_w; ++iw) {
-        int64_t n_windows = 0;
-        for (int64_t i = 0; i < n_rows; ++i) {
-          for (int64_t k = cols.first[iw]; k < cols.first[iw + 1]; ++k) {
-            offset[n_windows] = row_offset[i] + cols.window[k] * C;
-            tap[n_windows++] = row_tap[i] + cols.tap[k];
+        };
+        if (planar) {
+          add_rows(slab, 0);
+        } else {
+          const int64_t id = slab % g.in_d, image = slab / g.in_d;
+          const TapRange ods = axis_d.covering(id);
+          for (int64_t od = ods.begin; od < ods.end; ++od) {
+            const int64_t kd = axis_d.tap(id, od);
+            if (kd >= 0) add_rows(image * g.out_d + od, kd);
           }
         }
-        T* gi_px = gi + (r * g.in_w + iw) * C;
-        int64_t c0 = 0;
-        for (; c0 + kSumChains * kLanes <= C; c0 += kSumChains * kLanes) {
-          gather_pixel<T, true, kCopy, decltype(count)::value>(
-              go, a.argmax, gi_px, C, c0, offset.data(), tap.data(), n_windows, stream,
-              selected);
-        }
-        if (c0 < C) {
-          gather_pixel<T, false, kCopy, decltype(count)::value>(
-              go, a.argmax, gi_px, C, c0, offset.data(), tap.data(), n_windows, stream,
-              selected);
+        for (int64_t iw = 0; iw < g.in_w; ++iw) {
+          int64_t n_windows = 0;
+          for (int64_t i = 0; i < n_rows; ++i) {
+            for (int64_t k = cols.first[iw]; k < cols.first[iw + 1]; ++k) {
+              offset[n_windows] = row_offset[i] + cols.window[k] * C;
+              tap[n_windows++] = row_tap[i] + cols.tap[k];
+            }
+          }
+          T* gi_px = gi + (r * g.in_w + iw) * C;
+          int64_t c0 = 0;
+          for (; c0 + kSumChains * kLanes <= C; c0 += kSumChains * kLanes) {
+            gather_pixel<T, true, kCopy, decltype(count)::value>(
+                go, a.argmax, gi_px, C, c0, offset.data(), tap.data(), n_windows, stream,
+                selected);
+          }
+          if (c0 < C) {
+            gather_pixel<T, false, kCopy, decltype(count)::value>(
+                go, a.argmax, gi_px, C, c0, offset.data(), tap.data(), n_windows, stream,
+                selected);
+          }
         }
       }
-    }
-    if (stream) stream_fence();
-    selected_all += selected.total();
-  });
+      if (stream) stream_fence();
+      selected_all += selected.total();
+    });
   };
   if (counts) {
     gather_rows(std::true_type{});
