@@ -201,17 +201,15 @@ IndexRows::IndexRows(const uint8_t* argmax, int64_t* indices, const Layout4d& l,
   // steers, as for the fast paths) where they fit int32: windows of up to 16
   // taps by a permute of table16_, wider ones by TapOffsets' arithmetic.
   const int64_t num_taps = g.window_size();
-  offsets_ = cpu_has_avx512() ? Offsets::kAvx512Permute
-             : cpu_has_avx2() ? Offsets::kAvx2Permute
-                              : Offsets::kTable;
-  if (num_taps > 16) {
-    offsets_ = cpu_has_avx2() && steps_serve(g) ? Offsets::kAvx2Steps : Offsets::kTable;
-    return;
-  }
-  for (int64_t t = 0; t < num_taps && offsets_ != Offsets::kTable; ++t) {
-    if (tap_offset_[t] > std::numeric_limits<int32_t>::max()) offsets_ = Offsets::kTable;
-    table16_[t] = static_cast<int32_t>(tap_offset_[t]);
-  }
+  fits16_ = num_taps <= 16 && std::all_of(tap_offset_, tap_offset_ + num_taps, [](int64_t o) {
+              return o <= std::numeric_limits<int32_t>::max();
+            });
+  if (fits16_) std::copy(tap_offset_, tap_offset_ + num_taps, table16_);
+  offsets_ = !fits16_ ? (num_taps > 16 && cpu_has_avx2() && steps_serve(g) ? Offsets::kAvx2Steps
+                                                                           : Offsets::kTable)
+             : cpu_has_avx512() ? Offsets::kAvx512Permute
+             : cpu_has_avx2()   ? Offsets::kAvx2Permute
+                                : Offsets::kTable;
 }
 
 // Whether TapOffsets' int32 arithmetic gives every tap of g's windows its

@@ -31,6 +31,15 @@ class IndexRows {
   uint8_t convert(int64_t r) const { return convert(r, 0, out_w_); }
   // The same for pixels [ow_begin, ow_end) of row r.
   uint8_t convert(int64_t r, int64_t ow_begin, int64_t ow_end) const;
+  // For forward kernels that write each index straight from their argmax
+  // lanes (isa/index_lanes.h): the offsets of the window's taps where up to
+  // 16 fit int32, else null (the kernel converts rows then), and where row
+  // r's window ow starts (row_start(r) + column_start(ow)).
+  const int32_t* tap_offsets16() const { return fits16_ ? table16_ : nullptr; }
+  int64_t row_start(int64_t r) const { return row_start_[r % out_h_]; }
+  int64_t column_start(int64_t ow) const { return column_start_[ow]; }
+  int64_t* indices() const { return indices_; }
+  bool streams() const { return stream_; }
   // Called by each thread after its last row: large outputs go by streaming
   // stores, which are weakly ordered, and the threads' join must publish them.
   void publish() const;
@@ -47,7 +56,8 @@ class IndexRows {
   int64_t run_pixels_;
   std::vector<int64_t> pos_;  // element e's window start in a run of pixels
   int64_t tap_offset_[256];
-  int32_t table16_[16] = {};  // the first offsets, where a permute serves
+  int32_t table16_[16] = {};  // the offsets of windows of up to 16 taps,
+  bool fits16_;                // where they fit int32
   // Windows past 16 taps on AVX2 and wider: every tap's offset by TapOffsets
   // (tap_table.h), as row_mul, slice_mul, col_step, row_step, slice_step.
   int32_t tap_steps_[5] = {};

@@ -13,6 +13,7 @@
 #include "pass_vectors.h"
 #include "stream_stores.h"
 #include "argmax_lanes.h"
+#include "index_lanes.h"
 #include "tap_sweeps.h"
 
 namespace poolx {
@@ -60,9 +61,14 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
       std::max(kPrefetchBytes, 2 * g.stride_w * C * static_cast<int64_t>(sizeof(T)));
   constexpr int64_t kVectorBytes = kLanes * static_cast<int64_t>(sizeof(T));
   const IndexRows* const index_rows = kArgmax ? a.index_rows : nullptr;
+  // return_indices: general windows of up to 16 taps write each index from their argmax
+  // lanes; wider ones and tiled ones (measured slower so) convert rows read back.
+  constexpr bool kDirectIndices = kArgmax && !kTile2x2;
+  const IndexLanes direct = kDirectIndices ? IndexLanes(index_rows) : IndexLanes();
+  const IndexRows* const converts = direct ? nullptr : index_rows;
   // argmax rows read back for the indices stay in the cache
-  const bool stream_argmax = stream && index_rows == nullptr;
-  // Indices are written a few pixels behind the values (some 256 elements at
+  const bool stream_argmax = stream && converts == nullptr;
+  // Rows are converted a few pixels behind the values (some 256 elements at
   // a time), not a whole row later: the index stores then overlap the
   // input's loads instead of following them in a burst of their own.
   const int64_t index_group = std::max<int64_t>(1, 256 / C);
@@ -86,12 +92,14 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
       const TapRange taps_d =
           kTile2x2 || g.planar() ? TapRange{0, depth_taps} : g.axis_d().taps(od, d0);
       const TapRange taps_h = kTile2x2 ? TapRange{0, 2} : g.axis_h().taps(oh, h0);
-      int64_t indexed = 0;  // pixels of this row whose indices are written
+      int64_t indexed = 0;  // pixels of this row whose indices are converted
+      const int64_t row_start = direct ? index_rows->row_start(r) : 0;
       for (int64_t ow = 0; ow < g.out_w; ++ow) {
-        if (index_rows != nullptr && ow - indexed >= index_group) {
-          index_rows->convert(r, indexed, ow);
+        if (converts != nullptr && ow - indexed >= index_group) {
+          converts->convert(r, indexed, ow);
           indexed = ow;
         }
+        const int64_t first_index = direct ? row_start + index_rows->column_start(ow) : 0;
         const int64_t w0 = g.axis_w().start(ow);
         const TapRange taps_w = kTile2x2 ? TapRange{0, 2} : g.axis_w().taps(ow, w0);
         const int64_t o = (r * g.out_w + ow) * C;
@@ -156,6 +164,7 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
                 odd[j].take(od, tap, first);
               }
             });
+            #pragma GCC unroll 16  // whole: best[j] stays in registers
             for (int64_t j = 0; j < kCount; ++j) {
               const int64_t at = o + c0 + 2 * j * kLanes;
               const auto [lo, hi] = at::vec::interleave2(even[j].value, odd[j].value);
@@ -165,6 +174,8 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
                 const auto [am_lo, am_hi] = at::vec::interleave2(even[j].argmax, odd[j].argmax);
                 store_argmax_lanes(argmax + at, am_lo, kLanes, stream_argmax);
                 store_argmax_lanes(argmax + at + kLanes, am_hi, kLanes, stream_argmax);
+                if (kDirectIndices && direct) direct.store(at, am_lo, first_index, kLanes);
+                if (kDirectIndices && direct) direct.store(at + kLanes, am_hi, first_index, kLanes);
               }
             }
           };
@@ -215,11 +226,13 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
               }
             });
           }
+          #pragma GCC unroll 16  // whole: best[j] stays in registers
           for (int64_t j = 0; j < kCount; ++j) {
             const int64_t at = o + c0 + j * kLanes;
             store_lanes(out + at, best[j].value, lanes(j), stream);
             if constexpr (kArgmax) {
               store_argmax_lanes(argmax + at, best[j].argmax, lanes(j), stream_argmax);
+              if (kDirectIndices && direct) direct.store(at, best[j].argmax, first_index, lanes(j));
             }
           }
         };
@@ -264,7 +277,7 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
           pool_vectors(c0, std::integral_constant<int64_t, 1>{}, std::min(kLanes, C - c0));
         }
       }
-      if (index_rows != nullptr) index_rows->convert(r, indexed, g.out_w);
+      if (converts != nullptr) converts->convert(r, indexed, g.out_w);
     };
     for (int64_t r = b; r < e; ++r) pool_row(r);
     if (index_rows != nullptr) index_rows->publish();
