@@ -18,9 +18,13 @@ from reference import assert_identical, single_threaded, torch_pool_grad
 
 CL = {1: None, 2: torch.channels_last, 3: torch.channels_last_3d}
 # (dims, spatial size, pool keyword arguments): windows of 2 to 16 taps (the
-# direct writes), and of 27 and 49 (rows converted), stepping and adaptive
+# direct writes), and of 27 and 49 (rows converted), stepping and adaptive;
+# taps at consecutive offsets (1-D without dilation, and 2-D windows as wide
+# as their rows) take no table lookup, others do (dilated 1-D)
 CASES = [
     (1, (37,), dict(kernel_size=2)),
+    (1, (40,), dict(kernel_size=3, stride=2, dilation=2)),
+    (2, (7, 2), dict(kernel_size=(3, 2), stride=(2, 1))),
     (1, (41,), dict(kernel_size=4, stride=3, padding=1)),
     (1, (40,), dict(kernel_size=16, stride=5)),
     (2, (13, 11), dict(kernel_size=3, stride=2, padding=1)),

@@ -205,6 +205,8 @@ IndexRows::IndexRows(const uint8_t* argmax, int64_t* indices, const Layout4d& l,
               return o <= std::numeric_limits<int32_t>::max();
             });
   if (fits16_) std::copy(tap_offset_, tap_offset_ + num_taps, table16_);
+  consecutive_ = true;
+  for (int64_t t = 0; t < num_taps; ++t) consecutive_ = consecutive_ && tap_offset_[t] == t;
   offsets_ = !fits16_ ? (num_taps > 16 && cpu_has_avx2() && steps_serve(g) ? Offsets::kAvx2Steps
                                                                            : Offsets::kTable)
              : cpu_has_avx512() ? Offsets::kAvx512Permute

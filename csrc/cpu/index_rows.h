@@ -36,6 +36,8 @@ class IndexRows {
   // 16 fit int32, else null (the kernel converts rows then), and where row
   // r's window ow starts (row_start(r) + column_start(ow)).
   const int32_t* tap_offsets16() const { return fits16_ ? table16_ : nullptr; }
+  // whether tap t of every window lies t elements after its start
+  bool consecutive_taps() const { return consecutive_; }
   int64_t row_start(int64_t r) const { return row_start_[r % out_h_]; }
   int64_t column_start(int64_t ow) const { return column_start_[ow]; }
   int64_t* indices() const { return indices_; }
@@ -58,6 +60,7 @@ class IndexRows {
   int64_t tap_offset_[256];
   int32_t table16_[16] = {};  // the offsets of windows of up to 16 taps,
   bool fits16_;                // where they fit int32
+  bool consecutive_;
   // Windows past 16 taps on AVX2 and wider: every tap's offset by TapOffsets
   // (tap_table.h), as row_mul, slice_mul, col_step, row_step, slice_step.
   int32_t tap_steps_[5] = {};

@@ -14,15 +14,18 @@ namespace POOLX_ISA_NAMESPACE {
 
 // p[i] = start + table[argmax lane i] for the first n lanes (n <= kLanes):
 // the lanes' windows start at `start` (one pixel's, in channels_last), and
-// `table` holds the offsets of up to 16 taps (IndexRows::tap_offsets16).
+// `table` holds the offsets of up to 16 taps (IndexRows::tap_offsets16), or
+// is null where tap t lies t elements into the window (1-D windows without
+// dilation), whose offsets need no lookup.
 // Whole vectors at a cache line go by streaming stores where `stream`.
 // Always inlined: a call would keep the caller's running maxima in memory.
 C10_ALWAYS_INLINE void store_indices(int64_t* p, Vec argmax, int64_t start, const int32_t* table,
                                      int64_t n, bool stream) {
   const bool line = stream && n >= kLanes && reinterpret_cast<uintptr_t>(p) % 64 == 0;
 #if defined(CPU_CAPABILITY_AVX512)
+  const __m512i taps = _mm512_cvttps_epi32(argmax);
   const __m512i offset =
-      _mm512_permutexvar_epi32(_mm512_cvttps_epi32(argmax), _mm512_loadu_si512(table));
+      table == nullptr ? taps : _mm512_permutexvar_epi32(taps, _mm512_loadu_si512(table));
   const __m512i first = _mm512_set1_epi64(start);
   const __m512i lo = _mm512_add_epi64(first, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(offset)));
   const __m512i hi =
@@ -41,7 +44,7 @@ C10_ALWAYS_INLINE void store_indices(int64_t* p, Vec argmax, int64_t start, cons
 #elif defined(CPU_CAPABILITY_AVX2)
   // a permute reads 8 entries: taps past 7 take the table's second half
   const __m256i taps = _mm256_cvttps_epi32(argmax);
-  const __m256i offset = _mm256_blendv_epi8(
+  const __m256i offset = table == nullptr ? taps : _mm256_blendv_epi8(
       _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(table)),
                                   taps),
       _mm256_permutevar8x32_epi32(
@@ -70,7 +73,10 @@ C10_ALWAYS_INLINE void store_indices(int64_t* p, Vec argmax, int64_t start, cons
   (void)line;
   float taps[kLanes];
   argmax.store(taps);
-  for (int64_t i = 0; i < n; ++i) p[i] = start + table[static_cast<int64_t>(taps[i])];
+  for (int64_t i = 0; i < n; ++i) {
+    const auto tap = static_cast<int64_t>(taps[i]);
+    p[i] = start + (table == nullptr ? tap : table[tap]);
+  }
 #endif
 }
 
@@ -78,14 +84,14 @@ C10_ALWAYS_INLINE void store_indices(int64_t* p, Vec argmax, int64_t start, cons
 // have up to 16 taps that fit int32 (false otherwise: rows are converted).
 struct IndexLanes {
   int64_t* indices = nullptr;
-  const int32_t* table = nullptr;
+  const int32_t* table = nullptr;  // null: consecutive taps
   bool stream = false;
 
   IndexLanes() = default;
   explicit IndexLanes(const IndexRows* rows) {
-    table = rows != nullptr ? rows->tap_offsets16() : nullptr;
-    if (table != nullptr) {
+    if (rows != nullptr && rows->tap_offsets16() != nullptr) {
       indices = rows->indices();
+      table = rows->consecutive_taps() ? nullptr : rows->tap_offsets16();
       stream = rows->streams();
     }
   }
