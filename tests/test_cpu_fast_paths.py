@@ -4,10 +4,10 @@ Shapes are chosen to end vectors early (widths and channel counts that are no
 multiple of 8 or 16 lanes, odd sizes, a single plane); the data plants ties,
 NaN (several per window), -inf and all -inf windows across lanes, and the
 upstream gradient holds -0.0. The whole module, the tiled unpool's tests
-(whose taps by indices are found per instruction set) and the ordered
-passes' (whose rule is AVX2's alone), also run once per
-narrower instruction set that torch allows here (ATEN_CPU_CAPABILITY), in a
-subprocess.
+(whose taps by indices are found per instruction set), the ordered passes'
+(whose rule is AVX2's alone) and the tiled quads' (AVX2 and AVX-512 paths),
+also run once per narrower instruction set that torch allows here
+(ATEN_CPU_CAPABILITY), in a subprocess.
 """
 
 import os
@@ -183,7 +183,7 @@ NARROWER_ISAS = {"AVX512": ["avx2", "default"], "AVX2": ["default"]}.get(
 def test_narrower_instruction_sets(isa):
     env = dict(os.environ, ATEN_CPU_CAPABILITY=isa)
     here = os.path.dirname(__file__)
-    others = [os.path.join(here, f"test_{name}.py") for name in ("unpool_tiled", "ordered_passes")]
+    others = [os.path.join(here, f"test_{name}.py") for name in ("unpool_tiled", "ordered_passes", "tiled_quads")]
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, *others,
            "-k", "not narrower"]  # every dtype: "not float16" would drop bfloat16 too
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)

@@ -42,6 +42,13 @@ inline int tiled_row_channels(const Pool2dGeometry& g, const Layout4d& l) {
   return l.c == 1 || l.c == 2 ? static_cast<int>(l.c) : 0;
 }
 
+// NCHW windows of width 4 tiling the rows: 1-D pooling by 4, whose long
+// rows forward_by_pixels reads (and the scatter writes) a stride of 4 apart;
+// the default build's generic deinterleave is no faster than that.
+inline bool tiles_quads(const Pool2dGeometry& g, const Layout4d& l) {
+  return kVectorBuild && !l.channels_last && tiles_volume(g) && g.kernel_w == 4;
+}
+
 inline int64_t tiled_row_planes(const Layout4d& l) {
   return l.channels_last ? l.n : l.n * l.c;
 }
@@ -50,10 +57,7 @@ inline bool forward(const FastForwardArgs& a) {
   const Pool2dGeometry& g = a.g;
   const bool cl = a.in_l.channels_last;
   const int row_c = tiled_row_channels(g, a.in_l);
-  // NCHW windows of width 4 tiling the rows: 1-D pooling by 4, whose long
-  // rows forward_by_pixels reads a stride of 4 apart (the default build's
-  // generic deinterleave is no faster than that)
-  const bool quads = kVectorBuild && !cl && tiles_volume(g) && g.kernel_w == 4;
+  const bool quads = tiles_quads(g, a.in_l);
   // volumes: the tiled rows, channels_last along C, and NCDHW rows of stride 1 or 2
   const bool nchw_rows = (g.stride_w == 1 || g.stride_w == 2) && g.dilation_w == 1;
   // NCHW windows that few outputs of a row share: wide ones (global pooling)
@@ -120,10 +124,12 @@ inline bool backward(const FastBackwardArgs& a) {
   const int64_t planes = tiled_row_planes(a.in_l);
   return dispatch_fast_types(a.dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    if (row_c == 1) {
-      backward_tiled_rows<T, 1, false>(a, planes);
+    if (tiles_quads(g, a.in_l)) {
+      backward_tiled_rows<T, 1, 4, false>(a, planes);
+    } else if (row_c == 1) {
+      backward_tiled_rows<T, 1, 2, false>(a, planes);
     } else if (row_c == 2) {
-      backward_tiled_rows<T, 2, false>(a, planes);
+      backward_tiled_rows<T, 2, 2, false>(a, planes);
     } else if (!g.planar()) {
       if (tiled_pixels) backward_channels_last_tiled<T>(a);
       else if (gathers) backward_channels_last<T>(a);
@@ -208,8 +214,8 @@ inline bool unpool_argmax(const FastBackwardArgs& a) {
   const int row_c = tiled_row_channels(g, a.in_l);
   // volumes: by argmax, the tiled rows and tiled channels_last pixels of
   // whole vectors
-  if (!g.planar() && (a.indices != nullptr ||
-                      (row_c == 0 && !(cl && a.in_l.c % kLanes == 0)))) {
+  if (!g.planar() && (a.indices != nullptr || (row_c == 0 && !tiles_quads(g, a.in_l) &&
+                                               !(cl && a.in_l.c % kLanes == 0)))) {
     return false;
   }
   if (!tiles_volume(g)) return unpool_argmax_gather(a) || (!cl && unpool_argmax_scatter(a));
@@ -227,10 +233,18 @@ inline bool unpool_argmax(const FastBackwardArgs& a) {
   const int64_t planes = tiled_row_planes(a.in_l);
   const auto rows = [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    row_c == 1 ? backward_tiled_rows<T, 1, /*kCopy=*/true>(a, planes)
-               : backward_tiled_rows<T, 2, /*kCopy=*/true>(a, planes);
+    row_c == 1 ? backward_tiled_rows<T, 1, 2, /*kCopy=*/true>(a, planes)
+               : backward_tiled_rows<T, 2, 2, /*kCopy=*/true>(a, planes);
     return true;
   };
+  // pixel quads in float lanes: float32, and bfloat16, whose widening and
+  // narrowing keep the bits (not float16's, which quiets a signaling NaN)
+  if (tiles_quads(g, a.in_l) && (a.dtype == c10::ScalarType::Float ||
+                                 a.dtype == c10::ScalarType::BFloat16)) {
+    return dispatch_fast_types(a.dtype, [&](auto* tag) {
+      backward_tiled_rows<std::remove_pointer_t<decltype(tag)>, 1, 4, /*kCopy=*/true>(a, planes);
+    });
+  }
   if (a.dtype == c10::ScalarType::Float) {
     if (row_c != 0) return rows(static_cast<float*>(nullptr));
     if (!a.in_l.channels_last) return false;

@@ -1,11 +1,13 @@
 // The backward of the tiled rows (tiled_rows.h): each input row written once,
 // from the one output row whose windows cover it; unpool by argmax is the
-// same routing with the values copied.
+// same routing with the values copied. Windows kW = 2 wide route pixel pairs,
+// NCHW windows 4 wide (1-D pooling by 4) pixel quads.
 #pragma once
 
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 
 #include "route_16bit.h"
@@ -37,11 +39,40 @@ class PixelPairRouter {
   Vec grad_, argmax_;
 };
 
-// n routed elements (a 16-bit vector, or a pair of float ones) at p, or
+// n <= kLanes outputs of an NCHW row of windows 4 wide, loaded once and
+// routed to their 4 * n inputs in each kernel row kh (taps 4 * kh to
+// 4 * kh + 3): the inverse of load_pixel_quads, taps 0 and 2 interleaved into
+// the even inputs, 1 and 3 into the odd ones, and those two interleaved.
+template <typename T, bool kCopy>
+class PixelQuadRouter {
+ public:
+  PixelQuadRouter(const T* grad, const uint8_t* argmax, int64_t n, SeenArgmax& seen)
+      : grad_(load_float(grad, n)), argmax_(load_argmax(argmax, n)) {
+    seen.add(argmax_);
+  }
+
+  std::array<Vec, 4> row(int64_t kh) const {
+    const auto tap = [&](int64_t kw) { return select_grad<kCopy>(grad_, argmax_, kh * 4 + kw); };
+    const auto [even_lo, even_hi] = interleave_pixels<1>(tap(0), tap(2));
+    const auto [odd_lo, odd_hi] = interleave_pixels<1>(tap(1), tap(3));
+    const auto [q0, q1] = interleave_pixels<1>(even_lo, odd_lo);
+    const auto [q2, q3] = interleave_pixels<1>(even_hi, odd_hi);
+    return {q0, q1, q2, q3};
+  }
+
+ private:
+  Vec grad_, argmax_;
+};
+
+// n routed elements (a 16-bit vector, or two or four float ones) at p, or
 // appended to `streamed`.
 template <bool kStream, typename T, typename Routed, typename Appender>
 inline void put_routed(T* p, const Routed& routed, int64_t n, Appender& streamed) {
-  if constexpr (std::is_same_v<Routed, std::pair<Vec, Vec>>) {
+  if constexpr (std::is_same_v<Routed, std::array<Vec, 4>>) {
+    for (int64_t q = 0; q < 4 && q * kLanes < n; ++q) {
+      put_routed<kStream>(p + q * kLanes, routed[q], std::min(kLanes, n - q * kLanes), streamed);
+    }
+  } else if constexpr (std::is_same_v<Routed, std::pair<Vec, Vec>>) {
     const int64_t n_lo = std::min(n, kLanes), n_hi = n - n_lo;
     put_routed<kStream>(p, routed.first, n_lo, streamed);
     if (n_hi > 0) put_routed<kStream>(p + kLanes, routed.second, n_hi, streamed);
@@ -60,12 +91,14 @@ inline void put_routed(T* p, const Routed& routed, int64_t n, Appender& streamed
 // each vector of gradients and argmax loaded once for all of them; streamed,
 // one row per step, so that grad_input goes through a StreamAppender in
 // order, tasks starting at whole vectors.
-template <typename T, int kC, bool kCopy, bool kStream>
+template <typename T, int kC, int kW, bool kCopy, bool kStream>
 void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
-  constexpr bool k16Bit = kRoutesIn16BitLanes<T>;
+  static_assert(kW == 2 || (kW == 4 && kC == 1));
+  constexpr bool k16Bit = kRoutesIn16BitLanes<T> && kW == 2;
   using Lanes = std::conditional_t<k16Bit, Bits16Lanes<T>, ValueLanes<T>>;
-  using Router = std::conditional_t<k16Bit, PixelPairRouter16<T, kC, kCopy>,
-                                    PixelPairRouter<T, kC, kCopy>>;
+  using Router = std::conditional_t<
+      kW == 4, PixelQuadRouter<T, kCopy>,
+      std::conditional_t<k16Bit, PixelPairRouter16<T, kC, kCopy>, PixelPairRouter<T, kC, kCopy>>>;
   // Sizes as locals (see forward_tiled_rows).
   const int64_t in_h = a.g.in_h, out_h = a.g.out_h, kernel_h = a.g.kernel_h;
   const int64_t in_d = a.g.in_d, out_d = a.g.out_d, kernel_d = a.g.kernel_d;
@@ -107,15 +140,15 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
         const auto route = [&](int64_t i0, int64_t n) {
           const Router router(go + o_row + i0, am + i0, n, seen);
           for (int64_t k = 0; k < step; ++k) {
-            put_routed<kStream>(gi_rows + k * in_row + 2 * i0,
-                                router.row(kd * kernel_h + kh + k), 2 * n, streamed);
+            put_routed<kStream>(gi_rows + k * in_row + kW * i0,
+                                router.row(kd * kernel_h + kh + k), kW * n, streamed);
           }
         };
         int64_t i0 = 0;
         for (; i0 + kLanes <= out_row; i0 += kLanes) route(i0, kLanes);
         if (i0 < out_row) route(i0, out_row - i0);
         for (int64_t k = 0; k < step; ++k) {
-          zeros(gi_rows + k * in_row + 2 * out_row, in_row - 2 * out_row);
+          zeros(gi_rows + k * in_row + kW * out_row, in_row - kW * out_row);
         }
       }
       r += step;
@@ -137,7 +170,7 @@ void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
         }
       }
     }
-    seen.report(kernel_d * kernel_h * 2, a.argmax_invalid);
+    seen.report(kernel_d * kernel_h * kW, a.argmax_invalid);
     if constexpr (kStream) {
       streamed.finish();
       stream_fence();
@@ -156,12 +189,12 @@ constexpr bool kStreamsGradientRows =
     true;
 #endif
 
-template <typename T, int kC, bool kCopy>
+template <typename T, int kC, int kW, bool kCopy>
 void backward_tiled_rows(const FastBackwardArgs& a, int64_t planes) {
   const int64_t inputs = planes * a.g.in_d * a.g.in_h * a.g.in_w * kC;
   kStreamsGradientRows<T, kCopy> && worth_streaming(static_cast<T*>(a.grad_input), inputs)
-      ? backward_tiled_rows<T, kC, kCopy, true>(a, planes)
-      : backward_tiled_rows<T, kC, kCopy, false>(a, planes);
+      ? backward_tiled_rows<T, kC, kW, kCopy, true>(a, planes)
+      : backward_tiled_rows<T, kC, kW, kCopy, false>(a, planes);
 }
 
 }  // namespace POOLX_ISA_NAMESPACE
