@@ -58,25 +58,34 @@ def _check_signal(input):
                            f"batch size for input, but got:{list(input.shape)}")
 
 
+def _check_windows(params, length, ceil_mode, op="max_pool1d()"):
+    """torch's check_max_pool1d of the window over a signal of `length`, in
+    torch's order and words (with `op` naming the call): the number of windows,
+    which may be 0 (the argmax tools take an argmax of no windows, as in 2-D)."""
+    (_, k), (_, s), (_, p), (_, d) = params
+    if k <= 0:
+        raise RuntimeError(f"{op} kernel_size must be greater than zero, but got {k}")
+    if s <= 0:
+        raise RuntimeError(f"{op} stride must be greater than zero, but got {s}")
+    if p < 0:
+        raise RuntimeError(f"{op} padding must be non-negative, but got {p}")
+    if p > k // 2:
+        raise RuntimeError(f"{op} padding should be at most half of kernel size, but got "
+                           f"padding={p} and kernel_size={k}")
+    if d <= 0:
+        raise RuntimeError(f"{op} dilation must be greater than zero, but got {d}")
+    out = geo.output_size(length, k, s, p, d, ceil_mode)
+    if out < 0:
+        raise RuntimeError(f"{op} Invalid computed output size: {out}")
+    return out
+
+
 def _check_1d(input, params, ceil_mode):
     """torch's check_max_pool1d, which its value-only call runs (with or
     without grad); its return_indices call gets the 2-D checks instead."""
     _check_signal(input)
-    (_, k), (_, s), (_, p), (_, d) = params
-    if k <= 0:
-        raise RuntimeError(f"max_pool1d() kernel_size must be greater than zero, but got {k}")
-    if s <= 0:
-        raise RuntimeError(f"max_pool1d() stride must be greater than zero, but got {s}")
-    if p < 0:
-        raise RuntimeError(f"max_pool1d() padding must be non-negative, but got {p}")
-    if p > k // 2:
-        raise RuntimeError("max_pool1d() padding should be at most half of kernel size, but got "
-                           f"padding={p} and kernel_size={k}")
-    if d <= 0:
-        raise RuntimeError(f"max_pool1d() dilation must be greater than zero, but got {d}")
-    out = geo.output_size(input.shape[-1], k, s, p, d, ceil_mode)
-    if out <= 0:
-        raise RuntimeError(f"max_pool1d() Invalid computed output size: {out}")
+    if _check_windows(params, input.shape[-1], ceil_mode) == 0:
+        raise RuntimeError("max_pool1d() Invalid computed output size: 0")
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -102,28 +111,54 @@ def max_pool1d_with_argmax(input, kernel_size, stride=None, padding=0, dilation=
     return _flat(values), _flat(argmax)
 
 
-def _length(size, like, name):
+def _length(size, like, name, op):
     """(1, L) from a full shape or (L,), checked against `like` as 2-D does."""
     try:
-        size = tuple(size)
+        given = tuple(size)
     except TypeError:
-        raise TypeError(f"{name} must be the input's shape or its (L,) as ints, but got "
-                        f"{name}={size!r}") from None
-    if len(size) == like.dim() and size[:-1] == tuple(like.shape[:-1]):
-        size = size[-1:]
-    if len(size) != 1:
-        raise RuntimeError(f"{name} must be the input's full shape (with the leading dims "
-                           f"{list(like.shape[:-1])}) or its (L,), but got {name}={list(size)}")
-    return (1, size[0])
+        given = None
+    if given is not None and len(given) == like.dim() and given[:-1] == tuple(like.shape[:-1]):
+        given = given[-1:]
+    if given is not None and len(given) != 1:
+        raise RuntimeError(f"{op}: {name} must be the input's full shape (with the leading dims "
+                           f"{list(like.shape[:-1])}) or its (L,), but got {name}={list(given)}")
+    length = None if given is None else geo.as_index(given[0])
+    if not geo._is_int(length):
+        raise TypeError(f"{op}: {name} must be the input's shape or its (L,) as ints, but got "
+                        f"{name}={size!r}")
+    if length <= 0 or (type(length) is int and length >= 2**63):
+        raise RuntimeError(f"{op}: {name} must be positive and fit in int64, but got "
+                           f"{name}={size!r}")
+    return (1, length)
 
 
-def _argmax_tool(name, tool, tensors, size, size_name, like, pool, ceil_mode):
-    """The 2-D argmax tool `tool` on signals viewed with height 1: `tensors`,
-    then the (1, L) of `size` (checked against `like`), the windows, ceil_mode.
-    A bad argmax raises the 2-D tool's error under the 1-D name."""
+def _check_pooled(name, pooled, names, params, length, ceil_mode):
+    """The pooled signals a tool takes (argmax last), in 1-D terms, before the
+    2-D tool sees them with a unit height."""
+    windows = _check_windows(params, length, ceil_mode, f"{name}:")
+    for t, what in zip(pooled, names):
+        if t.dim() not in (2, 3) or t.shape[-1] != windows:
+            raise RuntimeError(
+                f"{name}: {what} must hold the {windows} windows of a signal of length {length}, "
+                f"as (C, {windows}) or (N, C, {windows}), but got {what}.shape={list(t.shape)}")
+    argmax, dtype = pooled[-1], geo.argmax_dtype(params[0])
+    if argmax.dtype != dtype:
+        raise RuntimeError(f"{name}: argmax must have dtype {dtype} for a window of "
+                           f"{params[0][1]} taps, but got argmax.dtype={argmax.dtype}")
+    if argmax.shape != pooled[0].shape:
+        raise RuntimeError(f"{name}: argmax must have the shape {list(pooled[0].shape)} of "
+                           f"{names[0]}, but got argmax.shape={list(argmax.shape)}")
+
+
+def _argmax_tool(name, tool, tensors, names, size, size_name, pool, ceil_mode):
+    """The 2-D argmax tool `tool` on signals viewed with height 1: the pooled
+    `tensors` (named `names`, argmax last), then the (1, L) of `size`, the
+    windows, ceil_mode. A bad argmax raises the 2-D tool's error under the 1-D name."""
+    length, params = _length(size, tensors[0], size_name, name), params_1d(*pool)
+    _check_pooled(name, tensors, names, params, length[1], ceil_mode)
     views = [_unit_height(t) for t in tensors]
     try:
-        return _flat(tool(*views, _length(size, like, size_name), *params_1d(*pool), ceil_mode))
+        return _flat(tool(*views, length, *params, ceil_mode))
     except IndexError as error:
         raise IndexError(f"{name}: the signals viewed as images of height 1, {error}") from None
 
@@ -134,23 +169,23 @@ def max_pool1d_backward(grad_output, argmax, input_size, kernel_size, stride=Non
     is the input's full shape or its (L,)."""
     pool = (kernel_size, stride, padding, dilation)
     return _argmax_tool("max_pool1d_backward", f2d.max_pool2d_backward, (grad_output, argmax),
-                        input_size, "input_size", grad_output, pool, ceil_mode)
+                        ("grad_output", "argmax"), input_size, "input_size", pool, ceil_mode)
 
 
 def argmax_to_indices1d(argmax, input_size, kernel_size, stride=None, padding=0, dilation=1,
                         ceil_mode=False):
     """The int64 indices along the signal that torch's max_pool1d returns."""
     pool = (kernel_size, stride, padding, dilation)
-    return _argmax_tool("argmax_to_indices1d", f2d.argmax_to_indices, (argmax,), input_size,
-                        "input_size", argmax, pool, ceil_mode)
+    return _argmax_tool("argmax_to_indices1d", f2d.argmax_to_indices, (argmax,), ("argmax",),
+                        input_size, "input_size", pool, ceil_mode)
 
 
 def argmax_to_mask1d(argmax, input_size, kernel_size, stride=None, padding=0, dilation=1,
                      ceil_mode=False):
     """Boolean map of the input's shape: True at every window's selected maximum."""
     pool = (kernel_size, stride, padding, dilation)
-    return _argmax_tool("argmax_to_mask1d", f2d.argmax_to_mask, (argmax,), input_size,
-                        "input_size", argmax, pool, ceil_mode)
+    return _argmax_tool("argmax_to_mask1d", f2d.argmax_to_mask, (argmax,), ("argmax",),
+                        input_size, "input_size", pool, ceil_mode)
 
 
 def max_unpool1d_argmax(input, argmax, output_size, kernel_size, stride=None, padding=0,
@@ -159,7 +194,7 @@ def max_unpool1d_argmax(input, argmax, output_size, kernel_size, stride=None, pa
     the pooled signal's full shape or its (L,)."""
     pool = (kernel_size, stride, padding, dilation)
     return _argmax_tool("max_unpool1d_argmax", f2d.max_unpool2d_argmax, (input, argmax),
-                        output_size, "output_size", input, pool, ceil_mode)
+                        ("input", "argmax"), output_size, "output_size", pool, ceil_mode)
 
 
 def _unpool_length(input, kernel_size, stride, padding, output_size):

@@ -173,6 +173,55 @@ def test_a_hostile_argmax_raises_in_every_1d_tool(bad):
             call()
 
 
+
+def test_1d_tools_reject_bad_arguments_in_1d_terms():
+    x = torch.randn(2, 3, 12)
+    values, argmax = poolx.max_pool1d_with_argmax(x, 3, 2, 1)
+    grad = torch.ones_like(values)
+    tools = {
+        "max_pool1d_backward": lambda g, a, *w: poolx.max_pool1d_backward(g, a, x.shape, *w),
+        "max_unpool1d_argmax": lambda g, a, *w: poolx.max_unpool1d_argmax(g, a, (12,), *w),
+        "argmax_to_indices1d": lambda g, a, *w: poolx.argmax_to_indices1d(a, x.shape, *w),
+        "argmax_to_mask1d": lambda g, a, *w: poolx.argmax_to_mask1d(a, (12,), *w),
+    }
+    bad_calls = {  # (grad or values, argmax, window): the message after the tool's name
+        "argmax must hold the 6 windows of a signal of length 12, as \\(C, 6\\) or "
+        "\\(N, C, 6\\), but got argmax.shape=\\[2, 3, 5\\]": (grad, argmax[..., 1:], (3, 2, 1)),
+        "argmax must have dtype torch.uint8 for a window of 3 taps, but got "
+        "argmax.dtype=torch.int64": (grad, argmax.long(), (3, 2, 1)),
+        "kernel_size must be greater than zero, but got 0": (grad, argmax, (0,)),
+        "stride must be greater than zero, but got 0": (grad, argmax, (3, 0)),
+        "padding should be at most half of kernel size, but got padding=2 and kernel_size=3":
+            (grad, argmax, (3, 2, 2)),
+        "Invalid computed output size: -1": (grad, argmax, (14, 1)),
+    }
+    for name, tool in tools.items():
+        for message, (g, a, window) in bad_calls.items():
+            with pytest.raises(RuntimeError, match=f"^{name}:? {message}"):
+                tool(g, a, *window)
+    for name in ("max_pool1d_backward", "max_unpool1d_argmax"):
+        pooled = "grad_output" if name == "max_pool1d_backward" else "input"
+        with pytest.raises(RuntimeError, match=f"^{name}: argmax must have the shape "
+                                               f"\\[2, 3, 6\\] of {pooled}, but got "
+                                               f"argmax.shape=\\[1, 3, 6\\]"):
+            tools[name](grad, argmax[:1], 3, 2, 1)
+        with pytest.raises(RuntimeError, match=f"^{name}: {pooled} must hold the 6 windows .* "
+                                               f"but got {pooled}.shape=\\[2, 3, 7\\]"):
+            tools[name](torch.ones(2, 3, 7), argmax, 3, 2, 1)
+
+
+@pytest.mark.parametrize("size, error", [((0,), RuntimeError), ((2, 3, -3), RuntimeError),
+                                         ((2**70,), RuntimeError), ((12.5,), TypeError),
+                                         (("a",), TypeError), (12, TypeError),
+                                         ([2, 2, 12], RuntimeError)], ids=str)
+def test_1d_tools_reject_bad_sizes_naming_them(size, error):
+    x = torch.randn(2, 3, 12)
+    values, argmax = poolx.max_pool1d_with_argmax(x, 2)
+    with pytest.raises(error, match="^max_pool1d_backward: input_size must"):
+        poolx.max_pool1d_backward(torch.ones_like(values), argmax, size, 2)
+    with pytest.raises(error, match="^max_unpool1d_argmax: output_size must"):
+        poolx.max_unpool1d_argmax(values, argmax, size, 2)
+
 INVALID_CALLS = {
     "kernel of two ints": ((2, 3, 10), dict(kernel_size=(2, 2))),
     "kernel 0": ((2, 3, 10), dict(kernel_size=0)),
