@@ -15,6 +15,7 @@
 #include "forward_by_windows.h"
 #include "forward_kernels.h"
 #include "forward_nchw.h"
+#include "forward_row_windows.h"
 #include "scatter_runs.h"
 #include "tiled_rows.h"
 #include "tiled_rows_backward.h"
@@ -99,6 +100,8 @@ inline bool forward(const FastForwardArgs& a) {
     } else if (row_c == 2) {
       a.argmax ? forward_tiled_rows<T, true, 2>(a, planes)
                : forward_tiled_rows<T, false, 2>(a, planes);
+    } else if (cl && a.argmax != nullptr && pools_row_windows(g, a.in_l.c)) {
+      forward_row_windows<T>(a);
     } else if (cl) {
       a.argmax ? forward_channels_last<T, true>(a) : forward_channels_last<T, false>(a);
     } else {
