@@ -1,6 +1,6 @@
 """return_indices in channels_last layouts, whose kernels write each int64
 index straight from the argmax lanes where a window has up to 16 taps (and
-convert rows of the argmax past that): every dimensionality, adaptive
+convert rows of the argmax past that, and for tiled 2x2 windows on AVX-512): every dimensionality, adaptive
 windows, channel counts that end vectors early or fill the pairs of 16-bit
 lanes, ties, NaN and -inf, with ordinary and streaming stores, against
 torch's values and indices bit for bit."""
@@ -32,6 +32,7 @@ CASES = [
     (2, (9, 10), dict(kernel_size=(2, 3), stride=1, dilation=2)),
     (2, (13, 13), dict(kernel_size=4, stride=4, ceil_mode=True)),
     (3, (4, 9, 8), dict(kernel_size=(1, 2, 2))),
+    (3, (4, 8, 6), dict(kernel_size=2)),  # tiled 2x2x2: direct on AVX2, converted on AVX-512
     (3, (5, 8, 9), dict(kernel_size=2, stride=2, padding=1)),
     (3, (6, 7, 7), dict(kernel_size=3, stride=2)),
     (1, (50,), dict(output_size=7)),
@@ -40,7 +41,7 @@ CASES = [
     (2, (13, 13), dict(output_size=2)),
     (3, (5, 7, 6), dict(output_size=(2, 3, 2))),
 ]
-CHANNELS = [1, 3, 8, 20, 64, 72, 264]
+CHANNELS = [1, 3, 8, 20, 64, 72, 136, 264]  # 136: float32 tiled 2x2 by tap sweeps
 
 
 def pools(dims, kwargs):

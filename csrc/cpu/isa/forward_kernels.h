@@ -61,10 +61,12 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
       std::max(kPrefetchBytes, 2 * g.stride_w * C * static_cast<int64_t>(sizeof(T)));
   constexpr int64_t kVectorBytes = kLanes * static_cast<int64_t>(sizeof(T));
   const IndexRows* const index_rows = kArgmax ? a.index_rows : nullptr;
-  // return_indices: general windows of up to 16 taps write each index from their argmax
-  // lanes; wider ones and tiled ones (measured slower so) convert rows read back.
-  constexpr bool kDirectIndices = kArgmax && !kTile2x2;
-  const IndexLanes direct = kDirectIndices ? IndexLanes(index_rows) : IndexLanes();
+  const bool sweep_taps = kTile2x2 && std::is_same_v<T, float> &&
+                          TapSweeps<kArgmax>::applies(C) && g.planar();
+  // return_indices: windows of up to 16 taps write each index from their argmax lanes;
+  // wider ones, tap sweeps and tiled ones on AVX-512 (measured slower so) convert rows.
+  constexpr bool kDirectIndices = kArgmax && (!kTile2x2 || kTiledDirectIndices);
+  const IndexLanes direct = kDirectIndices && !sweep_taps ? IndexLanes(index_rows) : IndexLanes();
   const IndexRows* const converts = direct ? nullptr : index_rows;
   // argmax rows read back for the indices stay in the cache
   const bool stream_argmax = stream && converts == nullptr;
@@ -72,11 +74,9 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
   // a time), not a whole row later: the index stores then overlap the
   // input's loads instead of following them in a burst of their own.
   const int64_t index_group = std::max<int64_t>(1, 256 / C);
-  const bool sweep_taps = TapSweeps<kArgmax>::applies(C) && g.planar();
-  // Argmax passes over general windows go by take_ordered (kOrderedPasses),
-  // whose taps never start the max, so that take can go on from it. Value
-  // passes gained nothing so, and the four taps of tiled windows lost in
-  // bfloat16.
+  // Argmax passes over general windows go by take_ordered (kOrderedPasses), whose taps
+  // never start the max, so that take can go on from it. Value passes gained nothing
+  // so, and the four taps of tiled windows lost in bfloat16.
   [[maybe_unused]] constexpr bool kOrdered = kOrderedPasses && kArgmax && !kTile2x2;
   at::parallel_for(0, rows, grain_for(g.out_w * C * g.window_size()), [=](int64_t b,
                                                                           int64_t e) {

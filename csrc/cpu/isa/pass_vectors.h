@@ -10,6 +10,17 @@
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
 
+// Whether tiled 2x2 windows (forward_kernels.h) write return_indices' int64
+// indices from their argmax lanes, as general windows do, instead of
+// converting each row of argmax read back: on AVX2 (a Zen 3 EPYC) the rows'
+// conversion cost more than the lanes' stores; AVX-512 measured the other way.
+constexpr bool kTiledDirectIndices =
+#if defined(CPU_CAPABILITY_AVX2)
+    true;
+#else
+    false;
+#endif
+
 // Vectors in one pass of forward_channels_last over a general window (at
 // most 256 bytes elsewhere). With argmax on AVX-512, eight (float16's 256
 // bytes) spilled their running maxima and argmaxes to the stack: four there;
