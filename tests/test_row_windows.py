@@ -1,11 +1,11 @@
 """channels_last windows along one row (1-D pooling of (N, L, C) signals, 2-D
-windows 1 x k) of 2 to 4 taps inside the input, whose forward with argmax has
+windows 1 x k) of 2 to 4 taps, whose forward with argmax has
 its own kernel on AVX2 (csrc/cpu/isa/forward_row_windows.h; this file runs
 there through test_cpu_fast_paths' narrower instruction sets): values,
 return_indices, argmax and gradients against torch bit for bit, with ties,
 NaN, -inf, all -inf windows and signed zeros, channel counts of one vector,
 of groups of four and a tail, and not of whole vectors (the general kernel),
-windows that ceil_mode cuts (the general kernel), default and streaming stores."""
+windows that padding or ceil_mode cuts, default and streaming stores."""
 
 import pytest
 import torch
@@ -18,14 +18,19 @@ from reference import assert_identical, single_threaded, torch_pool_grad
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 CHANNELS = [8, 16, 40, 64, 264, 12]
 
-# (spatial size, kernel, stride, ceil_mode)
+# (spatial size, kernel, stride, padding, ceil_mode)
 CASES_1D = [
-    (37, 2, 2, False), (40, 4, 4, False), (23, 3, 1, False), (29, 4, 2, False),
-    (30, 4, 2, True),  # ceil_mode, no window cut
-    (31, 4, 2, True),  # the last window cut by ceil_mode
-    (9, 2, 1, False),
+    (37, 2, 2, 0, False), (40, 4, 4, 0, False), (23, 3, 1, 0, False), (29, 4, 2, 0, False),
+    (30, 4, 2, 0, True),  # ceil_mode, no window cut
+    (31, 4, 2, 0, True),  # the last window cut by ceil_mode
+    (9, 2, 1, 0, False),
+    # padding cuts the first window (and the last where it reaches past the end)
+    (40, 3, 2, 1, False), (37, 2, 2, 1, False), (41, 4, 3, 2, False), (30, 4, 2, 1, True),
+    (9, 2, 1, 1, False), (5, 4, 1, 2, True),
 ]
-CASES_2D = [((5, 12), (1, 3), (2, 3)), ((4, 9), (1, 2), (1, 2)), ((3, 16), (1, 4), (3, 4))]
+# (spatial size, kernel, stride, padding)
+CASES_2D = [((5, 12), (1, 3), (2, 3), (0, 0)), ((4, 9), (1, 2), (1, 2), (0, 0)),
+            ((3, 16), (1, 4), (3, 4), (0, 0)), ((4, 11), (1, 3), (1, 2), (0, 1))]
 
 
 def planted(shape, dtype):
@@ -50,8 +55,8 @@ def check(torch_pool, poolx_pool, poolx_argmax, x, args, what):
     assert_identical(indices, want_indices, f"indices of {what}", check_stride=False)
     assert_identical(pooled, want_values, f"values with argmax of {what}", check_stride=False)
     # the argmax is the tap: the index less the window's first column
-    kernel, stride = args[0][-1], args[1][-1]
-    first = torch.arange(want_indices.shape[-1]) * stride
+    kernel, stride, padding = args[0][-1], args[1][-1], args[2][-1]
+    first = torch.arange(want_indices.shape[-1]) * stride - padding
     tap = want_indices % x.shape[-1] - first
     assert bool(((tap >= 0) & (tap < kernel)).all()), what
     assert_identical(argmax.long(), tap, f"argmax of {what}", check_stride=False)
@@ -66,10 +71,10 @@ def check(torch_pool, poolx_pool, poolx_argmax, x, args, what):
 @pytest.mark.parametrize("case", CASES_1D, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_signals_match_torch(case, dtype, stores):
-    length, kernel, stride, ceil_mode = case
+    length, kernel, stride, padding, ceil_mode = case
     for c in CHANNELS:
         x = planted((2, length, c), dtype).transpose(1, 2)  # (N, C, L), channels innermost
-        args = ((kernel,), (stride,), (0,), (1,), ceil_mode)
+        args = ((kernel,), (stride,), (padding,), (1,), ceil_mode)
         check(F.max_pool1d, poolx.max_pool1d, poolx.max_pool1d_with_argmax, x, args,
               f"(2, {c}, {length}) {case} {dtype}")
 
@@ -77,10 +82,10 @@ def test_signals_match_torch(case, dtype, stores):
 @pytest.mark.parametrize("case", CASES_2D, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_images_of_windows_one_row_high_match_torch(case, dtype, stores):
-    size, kernel, stride = case
+    size, kernel, stride, padding = case
     for c in CHANNELS:
         x = planted((2, *size, c), dtype).permute(0, 3, 1, 2)  # channels_last
-        args = (kernel, stride, (0, 0), (1, 1), False)
+        args = (kernel, stride, padding, (1, 1), False)
         check(F.max_pool2d, poolx.max_pool2d, poolx.max_pool2d_with_argmax, x, args,
               f"(2, {c}, {size}) {case} {dtype}")
 

@@ -23,15 +23,15 @@
 namespace poolx {
 namespace POOLX_ISA_NAMESPACE {
 
-// Windows 1 x 2 to 1 x 4 along rows of pixels of whole vectors, each window
-// inside the input (no padding, no window cut by ceil_mode): their first tap
-// starts the max. AVX2 builds only: AVX-512's 32 registers hold the general
-// kernel's passes.
+// Windows 1 x 2 to 1 x 4 along rows of pixels of whole vectors, each with a
+// tap inside the input (padding and ceil_mode cut only edge windows, whose
+// first tap inside starts the max). AVX2 builds only: AVX-512's 32 registers
+// hold the general kernel's passes.
 inline bool pools_row_windows(const Pool2dGeometry& g, int64_t C) {
 #if defined(CPU_CAPABILITY_AVX2)
-  return g.planar() && !g.adaptive() && g.kernel_h == 1 && g.pad_h == 0 && g.pad_w == 0 &&
+  return g.planar() && !g.adaptive() && g.kernel_h == 1 && g.pad_h == 0 &&
          g.dilation_w == 1 && g.kernel_w >= 2 && g.kernel_w <= 4 && C % kLanes == 0 &&
-         (g.out_w - 1) * g.stride_w + g.kernel_w <= g.in_w;
+         g.pad_w < g.kernel_w && (g.out_w - 1) * g.stride_w - g.pad_w < g.in_w;
 #else
   (void)g, (void)C;
   return false;
@@ -46,7 +46,7 @@ void forward_row_windows(const FastForwardArgs& a) {
   constexpr int64_t kGroup = 4;
   constexpr int64_t kVectorBytes = kLanes * static_cast<int64_t>(sizeof(T));
   const Pool2dGeometry g = a.g;  // locals: the stores could alias `a`
-  const int64_t C = a.in_l.c, rows = a.out_l.n * a.out_l.h, taps = g.kernel_w;
+  const int64_t C = a.in_l.c, rows = a.out_l.n * a.out_l.h;
   const T* const in = static_cast<const T*>(a.input);
   T* const out = static_cast<T*>(a.values);
   uint8_t* const argmax = a.argmax;
@@ -60,32 +60,35 @@ void forward_row_windows(const FastForwardArgs& a) {
   const bool prefetch = worth_prefetching<T>(a.in_l.numel());
   const int64_t lead =
       std::max(kPrefetchBytes, 2 * g.stride_w * C * static_cast<int64_t>(sizeof(T)));
-  at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / (g.out_w * C * taps)), [=](int64_t b,
-                                                                                    int64_t e) {
+  const int64_t grain = std::max<int64_t>(1, 16384 / (g.out_w * C * g.kernel_w));
+  at::parallel_for(0, rows, grain, [=](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const T* const row = in + ((r / g.out_h) * g.in_h + (r % g.out_h) * g.stride_h) * g.in_w * C;
       const int64_t row_start = direct ? index_rows->row_start(r) : 0;
       for (int64_t ow = 0; ow < g.out_w; ++ow) {
-        const T* const p = row + ow * g.stride_w * C;
+        // taps [begin, end) of the window lie in the input; p: its first one
+        const int64_t w0 = ow * g.stride_w - g.pad_w;
+        const TapRange taps = g.axis_w().taps(ow, w0);
+        const T* const p = row + (w0 + taps.begin) * C;
         const int64_t o = (r * g.out_w + ow) * C;
         const int64_t first_index = direct ? row_start + index_rows->column_start(ow) : 0;
         // kCount vectors of channels from c
         const auto pool = [&](int64_t c, auto count) {
           constexpr int64_t kCount = decltype(count)::value;
           if (prefetch) {
-            for (int64_t t = 0; t < taps; ++t) {
+            for (int64_t t = 0; t < taps.end - taps.begin; ++t) {
               prefetch_ahead(p + t * C + c, kCount * kVectorBytes, lead);
             }
           }
           auto best = running_maxima<true>(0, std::make_index_sequence<kCount>{});
           #pragma GCC unroll 16  // whole loops: best[j] stays in registers
           for (int64_t j = 0; j < kCount; ++j) {
-            best[j] = RunningMax<true>(load_float(p + c + j * kLanes, kLanes), 0);
+            best[j] = RunningMax<true>(load_float(p + c + j * kLanes, kLanes), taps.begin);
           }
-          for (int64_t t = 1; t < taps; ++t) {
+          for (int64_t t = 1; t < taps.end - taps.begin; ++t) {
             #pragma GCC unroll 16
             for (int64_t j = 0; j < kCount; ++j) {
-              best[j].update(load_float(p + t * C + c + j * kLanes, kLanes), t);
+              best[j].update(load_float(p + t * C + c + j * kLanes, kLanes), taps.begin + t);
             }
           }
           // each output's stores together, so that streaming ones fill whole lines
