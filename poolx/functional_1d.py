@@ -58,10 +58,11 @@ def _check_signal(input):
                            f"batch size for input, but got:{list(input.shape)}")
 
 
-def _check_windows(params, length, ceil_mode, op="max_pool1d()"):
+def _check_windows(params, length, ceil_mode, op="max_pool1d()", fewest=0):
     """torch's check_max_pool1d of the window over a signal of `length`, in
     torch's order and words (with `op` naming the call): the number of windows,
-    which may be 0 (the argmax tools take an argmax of no windows, as in 2-D)."""
+    at least `fewest` (the pooling needs one; the argmax tools take an argmax
+    of no windows, as in 2-D)."""
     (_, k), (_, s), (_, p), (_, d) = params
     if k <= 0:
         raise RuntimeError(f"{op} kernel_size must be greater than zero, but got {k}")
@@ -75,7 +76,7 @@ def _check_windows(params, length, ceil_mode, op="max_pool1d()"):
     if d <= 0:
         raise RuntimeError(f"{op} dilation must be greater than zero, but got {d}")
     out = geo.output_size(length, k, s, p, d, ceil_mode)
-    if out < 0:
+    if out < fewest:
         raise RuntimeError(f"{op} Invalid computed output size: {out}")
     return out
 
@@ -84,8 +85,7 @@ def _check_1d(input, params, ceil_mode):
     """torch's check_max_pool1d, which its value-only call runs (with or
     without grad); its return_indices call gets the 2-D checks instead."""
     _check_signal(input)
-    if _check_windows(params, input.shape[-1], ceil_mode) == 0:
-        raise RuntimeError("max_pool1d() Invalid computed output size: 0")
+    _check_windows(params, input.shape[-1], ceil_mode, fewest=1)
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
