@@ -184,7 +184,8 @@ def test_narrower_instruction_sets(isa):
     env = dict(os.environ, ATEN_CPU_CAPABILITY=isa)
     here = os.path.dirname(__file__)
     others = [os.path.join(here, f"test_{name}.py")
-              for name in ("unpool_tiled", "ordered_passes", "tiled_quads", "row_windows")]
+              for name in ("unpool_tiled", "ordered_passes", "tiled_quads", "row_windows",
+                           "direct_indices")]
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, *others,
            "-k", "not narrower"]  # every dtype: "not float16" would drop bfloat16 too
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
