@@ -1,5 +1,5 @@
 // The forward with argmax in channels_last of windows along one row (1-D
-// pooling, 2-D windows 1 x k) of 2 to 4 taps inside the input, on AVX2: a
+// pooling, 2-D windows 1 x k) of 2 to 4 taps, padded or not, on AVX2: a
 // pass of forward_channels_last takes sixteen vectors of channels over a
 // window, whose running maxima and argmaxes do not fit AVX2's sixteen
 // registers and go through the stack with its general loops' state. Here a
