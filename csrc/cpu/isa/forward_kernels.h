@@ -240,11 +240,11 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
         // eight and four: fewer passes over the taps save the per-tap work,
         // which a pass of one cache line per tap of wide pixels spent on
         // every 64 bytes (global pooling, 3x3 windows of 256-512 channels).
-        // The four taps of a tiled 2x2 window cost little to address, and
-        // vectors of 32 bytes or more go one by one there; 16-byte ones
-        // (16-bit types on AVX2) still gain by whole lines.
-        constexpr int64_t kLine =
-            kTile2x2 && kVectorBytes >= 32 ? 1 : std::max<int64_t>(1, 64 / kVectorBytes);
+        // A tiled 2x2 window's vectors of 32 bytes or more go kTiledPassVectors
+        // per pass; 16-byte ones (16-bit types on AVX2) by whole lines.
+        constexpr int64_t kLine = kTile2x2 && kVectorBytes >= 32
+                                      ? kTiledPassVectors
+                                      : std::max<int64_t>(1, 64 / kVectorBytes);
         if constexpr (!kTile2x2) {
           if constexpr (kRowPass > kPixelPass) {
             if (row_passes) {

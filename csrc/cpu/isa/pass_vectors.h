@@ -21,6 +21,18 @@ constexpr bool kTiledDirectIndices =
     false;
 #endif
 
+// Vectors of 32 bytes or more in one pass of forward_channels_last over a
+// tiled 2x2 window's four taps, which cost little to address: one on AVX-512;
+// on AVX2 four, where a pass's bookkeeping (its taps' addresses, reloaded
+// after every store) outweighed one vector's work (float32 channels_last
+// 2x2 of 40-96 channels: faster by four than by one, two or eight).
+constexpr int64_t kTiledPassVectors =
+#if defined(CPU_CAPABILITY_AVX2)
+    4;
+#else
+    1;
+#endif
+
 // Vectors in one pass of forward_channels_last over a general window (at
 // most 256 bytes elsewhere). With argmax on AVX-512, eight (float16's 256
 // bytes) spilled their running maxima and argmaxes to the stack: four there;
