@@ -62,12 +62,11 @@ std::tuple<Tensor, Tensor, Tensor> pool_forward(const Tensor& input, const Pool2
     indices = empty_pooled(in, g, opts.dtype(at::kLong), Dims);
   }
   if (values.numel() > 0) {
-    const KernelView view = kernel_view(g, format);
-    // The planes' indices lack each slice's offset: those come from the argmax.
-    const bool indices_later = indices.defined() && view.slices_as_planes;
-    K().forward(view(in), view(values), view(argmax), indices_later ? Tensor() : view(indices),
-                view.g);
-    if (indices_later) K().argmax_to_indices(folded(argmax), folded(indices), g, false);
+    // Indices number the volume's elements, which a slice pooled as a plane
+    // does not know: with indices the volume pools as one, in one pass.
+    const KernelView view =
+        indices.defined() ? KernelView{g, format, false} : kernel_view(g, format);
+    K().forward(view(in), view(values), view(argmax), view(indices), view.g);
   }
   return {unbatch_like(values, input, Dims), unbatch_like(argmax, input, Dims),
           unbatch_like(indices, input, Dims)};

@@ -26,6 +26,9 @@ GEOMETRIES = {
     "2x1x4 tiled (width 4)": ((5, 3, 17), (2, 1, 4), None, 0, 1, False),
     "1x2x2 (video)": ((4, 8, 6), (1, 2, 2), (1, 2, 2), 0, 1, False),
     "1x2x2 depth stride 2": ((5, 6, 6), (1, 2, 2), (2, 2, 2), 0, 1, False),
+    # one slice deep, which return_indices pools as a volume where a fast path
+    # takes it whole, else (stride 3 along W in NCDHW, float64) as planes
+    "1x2x3 s(1,2,3)": ((4, 8, 9), (1, 2, 3), (1, 2, 3), 0, 1, False),
     "3x3x3 s2 p1": ((7, 9, 8), 3, 2, 1, 1, False),
     "3x3x3 s2 p1 ceil": ((8, 9, 10), 3, 2, 1, 1, True),
     "2x3x3 s1 p(1,1,1) d(2,1,2)": ((7, 6, 9), (2, 3, 3), 1, (1, 1, 1), (2, 1, 2), False),

@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "../kernels.h"
+#include "../pool_args.h"
 #include "../dispatch.h"
 #include "../tensor_layout.h"
 #include "argmax_check.h"
@@ -28,6 +29,19 @@ bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2d
 void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
              const Tensor& indices, const Pool2dGeometry& g) {
   if (fast_forward(input, values, argmax, indices, g)) return;
+  // With indices, the glue hands over whole even a volume whose windows are one
+  // slice deep and step one slice (its indices number the volume): where no
+  // fast path takes it so, its slices pool as planes, which more paths take
+  // (the glue's view for values alone), and the indices come from the argmax.
+  const KernelView planes = kernel_view(
+      g, input.is_contiguous() ? at::MemoryFormat::Contiguous : at::MemoryFormat::ChannelsLast3d);
+  if (indices.defined() && planes.slices_as_planes) {
+    const auto volume = [](const Tensor& t, int64_t d, int64_t h) { return t.unflatten(2, {d, h}); };
+    forward(planes(volume(input, g.in_d, g.in_h)), planes(volume(values, g.out_d, g.out_h)),
+            planes(volume(argmax, g.out_d, g.out_h)), Tensor(), planes.g);
+    argmax_to_indices(argmax, indices, g, /*check=*/false);
+    return;
+  }
   // Where index rows do not apply (dilated windows that padding shifts,
   // adaptive ones), a fast forward of a volume or of adaptive windows declines
   // the indices: they come from its argmax after.
