@@ -36,7 +36,9 @@ void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
   const KernelView planes = kernel_view(
       g, input.is_contiguous() ? at::MemoryFormat::Contiguous : at::MemoryFormat::ChannelsLast3d);
   if (indices.defined() && planes.slices_as_planes) {
-    const auto volume = [](const Tensor& t, int64_t d, int64_t h) { return t.unflatten(2, {d, h}); };
+    const auto volume = [](const Tensor& t, int64_t d, int64_t h) {
+      return t.unflatten(2, {d, h});
+    };
     forward(planes(volume(input, g.in_d, g.in_h)), planes(volume(values, g.out_d, g.out_h)),
             planes(volume(argmax, g.out_d, g.out_h)), Tensor(), planes.g);
     argmax_to_indices(argmax, indices, g, /*check=*/false);
