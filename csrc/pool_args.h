@@ -81,8 +81,9 @@ at::Tensor folded(const at::Tensor& t);
 // How the kernels see a problem: its geometry, and a view of each batched
 // tensor in `format`. Volumes whose windows are one slice deep and step one
 // slice (video's 1x2x2) are 2-D pooling of their N * C * D planes (N * D
-// channels_last images), which the 2-D fast paths take; other volumes are
-// folded (folded()), as every batched image is itself.
+// channels_last images), which the 2-D fast paths take (not where the forward
+// writes indices, which number the volume: pool_glue.h, kernels_cpu.cpp);
+// other volumes are folded (folded()), as every batched image is itself.
 struct KernelView {
   Pool2dGeometry g;
   at::MemoryFormat format;
