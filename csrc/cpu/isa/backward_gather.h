@@ -113,8 +113,10 @@ void backward_channels_last(const FastBackwardArgs& a) {
   }
   // Each pixel starts a cache line, so that lines are streamed whole. Only
   // float: 16-bit sums, half the bytes for the same arithmetic, measured
+  // slower streamed. Not adaptive windows' gradients: a head's small input,
+  // which stays in the cache for the op that reads it next, and measured
   // slower streamed.
-  const bool stream = std::is_same_v<T, float> && C % 16 == 0 &&
+  const bool stream = std::is_same_v<T, float> && C % 16 == 0 && !g.adaptive() &&
                       worth_streaming(gi, a.in_l.numel());
   const AxisCover cols(axis_w);
   std::atomic<int64_t> selected_all{0};

@@ -62,19 +62,20 @@ inline bool gathers_volume(const Pool2dGeometry& g, int64_t C) {
 // so an input lies in at most two along each) gather where pixels are wide
 // and windows dense: the scatter's adds, one element each, follow the
 // windows; the gather's vectors follow the pixels. The measured crossovers:
-// a window per kLanes pixels (13x13 -> 4x4 gathers, -> 3x3 scatters), per
-// 2 * kLanes for bfloat16 on AVX-512, whose scatter rounds each add by
-// itself (13x13 -> 3x3 gathers too); pixels of 256 channels (at 128 the
-// gather's cost per pixel outweighs the adds it saves). float16 gathered
-// measured slower than its scatter, whose adds convert by F16C. Vector
-// builds only.
+// float32 a window per 16 pixels (13x13 -> 4x4 and 7x7 -> 2x2 gather, 13x13
+// -> 3x3 scatters on AVX-512); bfloat16 a window per 32 pixels on AVX-512,
+// whose scatter rounds each add by itself (13x13 -> 3x3 gathers too), and
+// per 8 on AVX2 (13x13 -> 4x4 scatters: the gather's widening and narrowing
+// measured slower); pixels of 256 channels (at 128 the gather's cost per
+// pixel outweighs the adds it saves). float16 gathered measured slower than
+// its scatter, whose adds convert by F16C. Vector builds only.
 template <typename T>
 inline bool gathers_adaptive(const Pool2dGeometry& g, const Layout4d& in_l) {
   if (std::is_same_v<T, c10::Half>) return false;
 #if defined(CPU_CAPABILITY_AVX512)
   constexpr int64_t kPixelsPerWindow = kLanes * sizeof(float) / sizeof(T);
 #else
-  constexpr int64_t kPixelsPerWindow = kLanes;
+  constexpr int64_t kPixelsPerWindow = std::is_same_v<T, float> ? 2 * kLanes : kLanes;
 #endif
   const int64_t windows = g.out_d * g.out_h * g.out_w, pixels = g.in_d * g.in_h * g.in_w;
   return kVectorBuild && in_l.channels_last && g.adaptive() &&
