@@ -27,28 +27,32 @@ bool argmax_to_indices(const Tensor& argmax, const Tensor& indices, const Pool2d
                        bool check);
 
 void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
-             const Tensor& indices, const Pool2dGeometry& g) {
-  if (fast_forward(input, values, argmax, indices, g)) return;
-  // With indices, the glue hands over whole even a volume whose windows are one
-  // slice deep and step one slice (its indices number the volume): where no
-  // fast path takes it so, its slices pool as planes, which more paths take
-  // (the glue's view for values alone), and the indices come from the argmax.
+             const Tensor& indices, const Pool2dGeometry& g);
+
+// Pools without indices where a fast path takes it so (true), for indices
+// from the argmax after: a volume whose windows are one slice deep and step
+// one slice as the planes of its slices (the glue's view for values alone,
+// which more paths take), other geometries as they are.
+bool pooled_without_indices(const Tensor& input, const Tensor& values, const Tensor& argmax,
+                            const Pool2dGeometry& g) {
   const KernelView planes = kernel_view(
       g, input.is_contiguous() ? at::MemoryFormat::Contiguous : at::MemoryFormat::ChannelsLast3d);
-  if (indices.defined() && planes.slices_as_planes) {
-    const auto volume = [](const Tensor& t, int64_t d, int64_t h) {
-      return t.unflatten(2, {d, h});
-    };
-    forward(planes(volume(input, g.in_d, g.in_h)), planes(volume(values, g.out_d, g.out_h)),
-            planes(volume(argmax, g.out_d, g.out_h)), Tensor(), planes.g);
-    argmax_to_indices(argmax, indices, g, /*check=*/false);
-    return;
-  }
+  if (!planes.slices_as_planes) return fast_forward(input, values, argmax, Tensor(), g);
+  const auto volume = [](const Tensor& t, int64_t d, int64_t h) { return t.unflatten(2, {d, h}); };
+  forward(planes(volume(input, g.in_d, g.in_h)), planes(volume(values, g.out_d, g.out_h)),
+          planes(volume(argmax, g.out_d, g.out_h)), Tensor(), planes.g);
+  return true;
+}
+
+void forward(const Tensor& input, const Tensor& values, const Tensor& argmax,
+             const Tensor& indices, const Pool2dGeometry& g) {
+  if (fast_forward(input, values, argmax, indices, g)) return;
   // Where index rows do not apply (dilated windows that padding shifts,
-  // adaptive ones), a fast forward of a volume or of adaptive windows declines
-  // the indices: they come from its argmax after.
+  // adaptive ones) or the glue handed a volume over whole for its indices
+  // (windows one slice deep), a fast forward of a volume or of adaptive
+  // windows declines the indices: they come from its argmax after.
   if (indices.defined() && (!g.planar() || g.adaptive()) &&
-      fast_forward(input, values, argmax, Tensor(), g)) {
+      pooled_without_indices(input, values, argmax, g)) {
     argmax_to_indices(argmax, indices, g, /*check=*/false);
     return;
   }
