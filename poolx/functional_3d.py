@@ -9,6 +9,8 @@ of the window; the index is torch's (d * H + h) * W + w. Unpool by indices
 needs no window at all: the indices are flat in each (D * H, W) plane, so it is
 2-D unpool on those views."""
 
+import re
+
 import torch
 from torch.nn.modules.utils import _triple
 
@@ -146,8 +148,11 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
         planes = unpool_by_indices(input.flatten(-3, -2), indices.flatten(-3, -2),
                                    (depth * height, width))
     except RuntimeError as error:
-        if "invalid max index" not in str(error):
+        # the volumes unpool as planes of D * H rows, whose flat index is the
+        # volume's: the message names the volume instead
+        bad = re.search(r"Found an invalid max index: (-?\d+)", str(error))
+        if bad is None:
             raise
-        raise RuntimeError(f"max_unpool3d: Found an invalid max index (output volumes are of "
-                           f"size {depth}x{height}x{width}): {error}") from None
+        raise RuntimeError(f"max_unpool3d: Found an invalid max index: {bad.group(1)} (output "
+                           f"volumes are of size {depth}x{height}x{width})") from None
     return planes.unflatten(-2, (depth, height))

@@ -254,7 +254,8 @@ def test_bad_indices_raise(device):
     x = torch.randn(1, 2, 4, 4, 4, device=device)
     values, indices = F.max_pool3d(x.cpu(), 2, return_indices=True)
     indices[0, 1, 1, 1, 0] = 64
-    with raises_bad_indices("invalid max index"):
+    with raises_bad_indices("max_unpool3d: Found an invalid max index: 64 (output volumes are "
+                            "of size 4x4x4)"):
         poolx.max_unpool3d(values.to(device), indices.to(device), 2)
 
 
