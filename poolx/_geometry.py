@@ -246,9 +246,9 @@ def memory_format(t, dims=2, adaptive=False):
     return torch.contiguous_format
 
 
-def input_hw(input_size, grad_output, name="input_size", dims=2):
+def input_hw(input_size, grad_output, op, name="input_size", dims=2):
     """The spatial sizes ((H, W), or (D, H, W) for dims 3) from a full input
-    shape or from those sizes, checked against grad_output."""
+    shape or from those sizes, checked against grad_output; errors name op."""
     try:
         size = tuple(input_size)
     except TypeError:
@@ -259,12 +259,12 @@ def input_hw(input_size, grad_output, name="input_size", dims=2):
         size = size[-dims:]
     elif size is not None and len(size) != dims:
         raise RuntimeError(
-            f"{name} must be the input's full shape (with the leading dims "
+            f"{op}: {name} must be the input's full shape (with the leading dims "
             f"{list(lead)}) or its {what}, but got {name}={list(size)}"
         )
     if size is not None and all(type(n) is int for n in size):
         return size
     if size is None or not all(isinstance(n, (int, torch.SymInt)) for n in size):
-        raise TypeError(f"{name} must be the input's shape or its {what} as ints, but got "
+        raise TypeError(f"{op}: {name} must be the input's shape or its {what} as ints, but got "
                         f"{name}={input_size!r}")
     return size

@@ -92,7 +92,7 @@ def max_pool2d_backward(
     input_size is the input's full shape or just its (H, W).
     """
     params = geo.pool_params(kernel_size, stride, padding, dilation, "max_pool2d_backward")
-    in_hw = geo.input_hw(input_size, grad_output)
+    in_hw = geo.input_hw(input_size, grad_output, "max_pool2d_backward")
     return route_to_input(grad_output, argmax, tuple(in_hw), *params, ceil_mode)
 
 
@@ -101,7 +101,7 @@ def argmax_to_indices(
 ):
     """The int64 flat indices (h * W + w) that torch's max_pool2d returns."""
     params = geo.pool_params(kernel_size, stride, padding, dilation, "argmax_to_indices")
-    in_hw = geo.input_hw(input_size, argmax)
+    in_hw = geo.input_hw(input_size, argmax, "argmax_to_indices")
     return ops.argmax_to_indices(argmax, in_hw, *params, ceil_mode)
 
 
@@ -110,7 +110,7 @@ def argmax_to_mask(
 ):
     """Boolean map of the input's shape: True at every window's selected maximum."""
     params = geo.pool_params(kernel_size, stride, padding, dilation, "argmax_to_mask")
-    in_hw = geo.input_hw(input_size, argmax)
+    in_hw = geo.input_hw(input_size, argmax, "argmax_to_mask")
     return ops.argmax_to_mask(argmax, in_hw, *params, ceil_mode)
 
 
@@ -174,7 +174,7 @@ def max_unpool2d_argmax(
     window in row-major order wins, as in max_unpool2d.
     """
     params = geo.pool_params(kernel_size, stride, padding, dilation, "max_unpool2d_argmax")
-    out_hw = geo.input_hw(output_size, input, name="output_size")
+    out_hw = geo.input_hw(output_size, input, "max_unpool2d_argmax", name="output_size")
     return unpool_by_argmax(input, argmax, tuple(out_hw), *params, ceil_mode)
 
 

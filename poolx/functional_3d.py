@@ -41,8 +41,8 @@ def max_pool3d_with_argmax(input, kernel_size, stride=None, padding=0, dilation=
     return pool_argmax(input, *params, ceil_mode)
 
 
-def _sizes(size, like, name):
-    return tuple(geo.input_hw(size, like, name=name, dims=3))
+def _sizes(size, like, name, op):
+    return tuple(geo.input_hw(size, like, op, name=name, dims=3))
 
 
 def max_pool3d_backward(grad_output, argmax, input_size, kernel_size, stride=None, padding=0,
@@ -50,24 +50,24 @@ def max_pool3d_backward(grad_output, argmax, input_size, kernel_size, stride=Non
     """The input's gradient from grad_output routed through argmax; input_size
     is the input's full shape or its (D, H, W)."""
     params = _params(kernel_size, stride, padding, dilation, "max_pool3d_backward")
-    return route_to_input(grad_output, argmax, _sizes(input_size, grad_output, "input_size"),
-                          *params, ceil_mode)
+    in_dhw = _sizes(input_size, grad_output, "input_size", "max_pool3d_backward")
+    return route_to_input(grad_output, argmax, in_dhw, *params, ceil_mode)
 
 
 def argmax_to_indices3d(argmax, input_size, kernel_size, stride=None, padding=0, dilation=1,
                         ceil_mode=False):
     """The int64 flat indices ((d * H + h) * W + w) that torch's max_pool3d returns."""
     params = _params(kernel_size, stride, padding, dilation, "argmax_to_indices3d")
-    return ops.argmax_to_indices3d(argmax, _sizes(input_size, argmax, "input_size"), *params,
-                                   ceil_mode)
+    in_dhw = _sizes(input_size, argmax, "input_size", "argmax_to_indices3d")
+    return ops.argmax_to_indices3d(argmax, in_dhw, *params, ceil_mode)
 
 
 def argmax_to_mask3d(argmax, input_size, kernel_size, stride=None, padding=0, dilation=1,
                      ceil_mode=False):
     """Boolean map of the input's shape: True at every window's selected maximum."""
     params = _params(kernel_size, stride, padding, dilation, "argmax_to_mask3d")
-    return ops.argmax_to_mask3d(argmax, _sizes(input_size, argmax, "input_size"), *params,
-                                ceil_mode)
+    in_dhw = _sizes(input_size, argmax, "input_size", "argmax_to_mask3d")
+    return ops.argmax_to_mask3d(argmax, in_dhw, *params, ceil_mode)
 
 
 def max_unpool3d_argmax(input, argmax, output_size, kernel_size, stride=None, padding=0,
@@ -76,8 +76,8 @@ def max_unpool3d_argmax(input, argmax, output_size, kernel_size, stride=None, pa
     the pooled tensor's full shape or its (D, H, W). Where windows overlap and
     select the same tap, the last window in memory order of (D, H, W) wins."""
     params = _params(kernel_size, stride, padding, dilation, "max_unpool3d_argmax")
-    return unpool_by_argmax(input, argmax, _sizes(output_size, input, "output_size"), *params,
-                            ceil_mode)
+    out_dhw = _sizes(output_size, input, "output_size", "max_unpool3d_argmax")
+    return unpool_by_argmax(input, argmax, out_dhw, *params, ceil_mode)
 
 
 def _check_unpool(input, indices, stride):

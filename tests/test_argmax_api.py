@@ -127,7 +127,7 @@ def test_an_input_size_that_is_no_shape_raises_a_type_error_naming_it(size):
     values, argmax = poolx.max_pool2d_with_argmax(torch.randn(1, 2, 8, 8), 2)
     for name, call in argmax_tools(values, argmax).items():
         argument = "output_size" if name == "max_unpool2d_argmax" else "input_size"
-        with pytest.raises(TypeError, match=rf"^{argument} must be .* but got {argument}="):
+        with pytest.raises(TypeError, match=rf"^{name}: {argument} must be .* but got {argument}="):
             call(size, 2)
 
 

@@ -46,7 +46,8 @@ def test_mask_errors():
         poolx.argmax_to_mask(argmax, (9, 9), *pool)
     with pytest.raises(RuntimeError, match="argmax must have dtype Byte"):
         poolx.argmax_to_mask(argmax.int(), hw, *pool)
-    with pytest.raises(RuntimeError, match="input_size must be the input's full shape"):
+    with pytest.raises(RuntimeError,
+                       match="argmax_to_mask: input_size must be the input.s full shape"):
         poolx.argmax_to_mask(argmax, (2, 2, *hw), *pool)
 
 

@@ -250,6 +250,23 @@ def test_bad_argmax_raises(device, what, value):
         poolx.max_unpool3d_argmax(values, bad, x.shape, 2)
 
 
+def test_bad_sizes_raise_naming_the_tool():
+    values, argmax = poolx.max_pool3d_with_argmax(torch.randn(1, 2, 4, 4, 4), 2)
+    tools = {
+        "max_pool3d_backward": lambda size: poolx.max_pool3d_backward(values, argmax, size, 2),
+        "argmax_to_indices3d": lambda size: poolx.argmax_to_indices3d(argmax, size, 2),
+        "argmax_to_mask3d": lambda size: poolx.argmax_to_mask3d(argmax, size, 2),
+        "max_unpool3d_argmax": lambda size: poolx.max_unpool3d_argmax(values, argmax, size, 2),
+    }
+    for name, call in tools.items():
+        argument = "output_size" if name == "max_unpool3d_argmax" else "input_size"
+        with pytest.raises(RuntimeError, match=rf"^{name}: {argument} must be the input's full "
+                                               rf"shape .* or its \(D, H, W\), but got "):
+            call((4, 4))
+        with pytest.raises(TypeError, match=rf"^{name}: {argument} must be .* as ints"):
+            call((4.0, 4, 4))
+
+
 def test_bad_indices_raise(device):
     x = torch.randn(1, 2, 4, 4, 4, device=device)
     values, indices = F.max_pool3d(x.cpu(), 2, return_indices=True)

@@ -104,7 +104,8 @@ def test_bad_argmax_raises(device):
             poolx.max_unpool2d_argmax(values, bad, x.shape, *pool)
     with pytest.raises(RuntimeError, match="gives an output of size"):
         poolx.max_unpool2d_argmax(values, argmax, (9, 9), *pool)
-    with pytest.raises(RuntimeError, match=r"output_size must be the input's full shape"):
+    with pytest.raises(RuntimeError,
+                       match=r"max_unpool2d_argmax: output_size must be the input.s full shape"):
         poolx.max_unpool2d_argmax(values, argmax, (1, 1, 6, 7), *pool)
 
 
