@@ -63,7 +63,7 @@ inline bool gathers_volume(const Pool2dGeometry& g, int64_t C) {
 // and windows dense: the scatter's adds, one element each, follow the
 // windows; the gather's vectors follow the pixels. The measured crossovers:
 // float32 a window per 16 pixels (13x13 -> 4x4 and 7x7 -> 2x2 gather, 13x13
-// -> 3x3 scatters on AVX-512); bfloat16 a window per 32 pixels on AVX-512,
+// -> 3x3 and -> 2x2 scatter); bfloat16 a window per 32 pixels on AVX-512,
 // whose scatter rounds each add by itself (13x13 -> 3x3 gathers too), and
 // per 8 on AVX2 (13x13 -> 4x4 scatters: the gather's widening and narrowing
 // measured slower); pixels of 256 channels (at 128 the gather's cost per
