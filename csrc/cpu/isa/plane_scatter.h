@@ -10,6 +10,7 @@
 
 #include "../argmax_check.h"
 #include "../tap_table.h"
+#include "../volume_scatter_kernel.h"
 #include "forward_kernels.h"
 
 namespace poolx {
@@ -89,7 +90,7 @@ class PlaneScatter {
  public:
   PlaneScatter(const Pool2dGeometry& g, int64_t C)
       : g_(g), C_(C), rule_(g), cols_(rule_.interior_cols()), volume_(!g.planar()),
-        tap_offsets_(TapOffsets::of(g, C)) {
+        tap_offsets_(TapOffsets::of(g, C)), disjoint_(windows_disjoint(g)) {
     for (int64_t t = 0; t < g.window_size(); ++t) {
       tap_offset_[t] = tap_offsets_(static_cast<uint32_t>(t));
     }
@@ -118,6 +119,17 @@ class PlaneScatter {
     if constexpr (!kPixels) {
       if (!window_starts_.empty()) return add_flat<kCopy>(go, am, sums);
     }
+    if (!kCopy && disjoint_) return add_rows<kCopy, /*kOntoZero=*/true>(go, am, sums);
+    return add_rows<kCopy, /*kOntoZero=*/false>(go, am, sums);
+  }
+
+ private:
+  // add() window by window. With kOntoZero (windows that share no input),
+  // each gradient is added to a zero without reading its sum back: the
+  // loads of scattered sums, each waiting on the stores before it, were
+  // most of a channels_last head's scatter.
+  template <bool kCopy, bool kOntoZero, typename Sum>
+  bool add_rows(const T* go, const uint8_t* am, Sum* sums) const {
     const Pool2dGeometry& g = g_;
     const int64_t C = kPixels ? C_ : 1;
     // rows (od, oh) stepped along, without a division per row
@@ -135,7 +147,10 @@ class PlaneScatter {
       const auto add_window = [&](int64_t ow) {
         const int64_t start = (first + ow * g.stride_w) * C;
         for (int64_t o = ow * C, c = 0; c < C; ++o, ++c) {
-          put<T, kCopy>(sums[start + tap_offset_[am[o]] + c], go[o]);
+          Sum& at = sums[start + tap_offset_[am[o]] + c];
+          Sum sum = kOntoZero ? Sum(0) : at;
+          put<T, kCopy>(sum, go[o]);
+          at = sum;
         }
       };
       // cols_ holds the windows wholly inside the input; only the others can be empty
@@ -150,7 +165,6 @@ class PlaneScatter {
     return true;
   }
 
- private:
   // NCHW planes of at most this many windows are added as one flat run.
   static constexpr int64_t kFlatMaxOutputs = kMaxTargets;
 
@@ -202,6 +216,7 @@ class PlaneScatter {
   const TapRange cols_;
   const bool volume_;  // depth-folded rows, the argmax checked by the caller
   const TapOffsets tap_offsets_;
+  const bool disjoint_;  // no two windows share an input element
   std::vector<bool> empty_slices_;  // od -> no tap of its windows' depth inside
   std::array<int32_t, 256> tap_offset_{};  // tap_offsets_ looked up
   std::vector<int32_t> window_starts_;  // add_flat's: each window's first tap
