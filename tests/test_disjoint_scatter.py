@@ -23,6 +23,8 @@ WINDOWED = {
     "3x3 tiled, 3 channels": ((2, 3, 12, 12), 3, 3),
     "2x2 tiled, 3 channels": ((2, 3, 14, 10), 2, 2),
     "3x3 s3 on 28x28 planes": ((2, 8, 28, 28), 3, 3),
+    # more windows than one flat run of the NCHW scatter takes (4096)
+    "3x3 s3 on 200x200 planes": ((1, 2, 200, 200), 3, 3),
     "overlapping 3x3 s2, 3 channels": ((2, 3, 13, 13), 3, 2),
 }
 
@@ -63,6 +65,20 @@ def test_adaptive_backward_op_matches_torch(name, dtype, layout):
     grad = ops.adaptive_max_pool2d_backward(grad_out, argmax, list(shape[-2:]), output_size)
     expected = torch_pool_grad(F.adaptive_max_pool2d, x, (output_size,), grad_out)
     assert_identical(grad, expected, f"{name}, {dtype}, {layout}", check_stride=False)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_windowed_volume_gradient_matches_torch(dtype):
+    for layout in (torch.contiguous_format, torch.channels_last_3d):
+        x = random_values((2, 3, 4, 6, 9), dtype).contiguous(memory_format=layout)
+        for kernel in ((2, 2, 2), (1, 3, 3), (2, 3, 3)):
+            xg = x.detach().requires_grad_()
+            y = poolx.max_pool3d(xg, kernel)
+            grad_out = upstream_grad(y)
+            (grad,) = torch.autograd.grad(y, xg, grad_out)
+            expected = torch_pool_grad(F.max_pool3d, x, (kernel,), grad_out)
+            assert_identical(grad, expected, f"{kernel}, {dtype}, {layout}", check_stride=False)
+            assert not grad.signbit().logical_and(grad == 0).any(), "-0.0 in the gradient"
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
