@@ -116,20 +116,19 @@ class PlaneScatter {
   // bits are stored instead (unpool: the last window that selects a tap wins).
   template <bool kCopy = false, typename Sum>
   bool add(const T* go, const uint8_t* am, Sum* sums) const {
-    if constexpr (!kPixels) {
-      if (!window_starts_.empty()) return add_flat<kCopy>(go, am, sums);
-    }
-    if (!kCopy && disjoint_) return add_rows<kCopy, /*kOntoZero=*/true>(go, am, sums);
-    return add_rows<kCopy, /*kOntoZero=*/false>(go, am, sums);
+    // Windows that share no input add each gradient to a zero without
+    // reading its sum back: the loads of scattered sums, each waiting on the
+    // stores before it, were most of a channels_last head's scatter.
+    if (!kCopy && disjoint_) return add_windows<kCopy, /*kOntoZero=*/true>(go, am, sums);
+    return add_windows<kCopy, /*kOntoZero=*/false>(go, am, sums);
   }
 
  private:
-  // add() window by window. With kOntoZero (windows that share no input),
-  // each gradient is added to a zero without reading its sum back: the
-  // loads of scattered sums, each waiting on the stores before it, were
-  // most of a channels_last head's scatter.
   template <bool kCopy, bool kOntoZero, typename Sum>
-  bool add_rows(const T* go, const uint8_t* am, Sum* sums) const {
+  bool add_windows(const T* go, const uint8_t* am, Sum* sums) const {
+    if constexpr (!kPixels) {
+      if (!window_starts_.empty()) return add_flat<kCopy, kOntoZero>(go, am, sums);
+    }
     const Pool2dGeometry& g = g_;
     const int64_t C = kPixels ? C_ : 1;
     // rows (od, oh) stepped along, without a division per row
@@ -193,7 +192,7 @@ class PlaneScatter {
   // address, and windows side by side often share their selected tap: the
   // loads of the next adds then waited on the stores before them, and short
   // rows paid their loop's exit at every row.
-  template <bool kCopy, typename Sum>
+  template <bool kCopy, bool kOntoZero, typename Sum>
   bool add_flat(const T* go, const uint8_t* am, Sum* sums) const {
     const Pool2dGeometry& g = g_;
     for (int64_t oh = 0; oh < g.out_h && !volume_; oh += rule_.nchw_check_rows()) {
@@ -206,8 +205,7 @@ class PlaneScatter {
     // measured 1.4x slower, the same instructions in a frame laid out anew)
     alignas(64) int32_t targets[kFlatMaxOutputs + 16];
     for (int64_t o = 0; o < n; ++o) targets[o] = starts[o] + offset(am[o]);
-    if (!kCopy && disjoint_) put_at_targets<T, kCopy, /*kOntoZero=*/true>(go, targets, n, sums);
-    else put_at_targets<T, kCopy>(go, targets, n, sums);
+    put_at_targets<T, kCopy, kOntoZero>(go, targets, n, sums);
     return true;
   }
 
