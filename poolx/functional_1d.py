@@ -52,6 +52,15 @@ def params_1d(kernel_size, stride, padding, dilation):
     return (1, k), (1, s), (0, p), (1, d)
 
 
+def _check_extents(params, op="max_pool1d()"):
+    """poolx's bound on the window's extents (the 2-D check would name
+    max_pool2d and the unit height's arguments)."""
+    (_, k), (_, s), _, (_, d) = params
+    if any(geo._plain(v) and v >= 2**31 for v in (k, s, d)):
+        raise RuntimeError(f"{op} kernel_size, stride and dilation must be below 2^31, but got "
+                           f"kernel_size={k}, stride={s}, dilation={d}")
+
+
 def _check_signal(input):
     if input.dim() not in (2, 3) or any(n == 0 for n in input.shape[-2:]):
         raise RuntimeError("max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 dim "
@@ -78,6 +87,7 @@ def _check_windows(params, length, ceil_mode, op="max_pool1d()", fewest=0):
     out = geo.output_size(length, k, s, p, d, ceil_mode)
     if out < fewest:
         raise RuntimeError(f"{op} Invalid computed output size: {out}")
+    _check_extents(params, op)
     return out
 
 
@@ -95,6 +105,7 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     params = params_1d(kernel_size, stride, padding, dilation)
     if return_indices:
         _check_signal(input)
+        _check_extents(params)
         values, indices = f2d.pool(_unit_height(input), (*params, ceil_mode), True, save)
         return _flat(values), _flat(indices)
     _check_1d(input, params, ceil_mode)

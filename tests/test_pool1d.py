@@ -269,3 +269,29 @@ def test_unpool1d_rejects_output_sizes_as_torch(output_size):
         F.max_unpool1d(values, indices, 2, output_size=output_size)
     raises_like(expected.value,
                 lambda: poolx.max_unpool1d(values, indices, 2, output_size=output_size))
+
+
+@pytest.mark.parametrize("window", [dict(kernel_size=2**31, ceil_mode=True),
+                                    dict(kernel_size=1, stride=[2**31]),
+                                    dict(kernel_size=2, stride=2**62, return_indices=True),
+                                    dict(kernel_size=1, dilation=(2**31,))], ids=str)
+def test_windows_beyond_poolx_bound_raise_in_1d_terms(window):
+    """Windows that torch may pool but poolx bounds (README: limits) raise
+    naming the 1-D call and its arguments, not the 2-D view it pools."""
+    x = torch.randn(3, 3, 2)
+    k, s, d = (window.get(n) for n in ("kernel_size", "stride", "dilation"))
+    s = k if s is None else (s if isinstance(s, int) else s[0])
+    d = 1 if d is None else d[0]
+    with pytest.raises(RuntimeError, match=f"^max_pool1d\\(\\) kernel_size, stride and dilation "
+                                           f"must be below 2\\^31, but got kernel_size={k}, "
+                                           f"stride={s}, dilation={d}$"):
+        poolx.max_pool1d(x, **window)
+
+
+@pytest.mark.parametrize("shape, output_size", [((1, 1), 2**31), ((0, 2, 3), (2**62,))], ids=str)
+def test_adaptive_sizes_beyond_poolx_bound_raise_in_1d_terms(shape, output_size):
+    length = output_size if isinstance(output_size, int) else output_size[0]
+    with pytest.raises(RuntimeError, match=f"^adaptive_max_pool1d\\(\\): input and output sizes "
+                                           f"must be below 2\\^31, but got input size "
+                                           f"{shape[-1]} and output_size={length}$"):
+        poolx.adaptive_max_pool1d(torch.randn(shape), output_size, return_indices=True)
