@@ -12,6 +12,9 @@ import torch
 
 # Largest window whose argmax fits in uint8.
 UINT8_WINDOW = 256
+# poolx's bound on window extents and sizes, as the C++ checks (pool_args.cpp,
+# adaptive_args.cpp): index products then stay far from int64 overflow.
+MAX_EXTENT = 2**31
 
 
 def _is_int(v):
@@ -81,6 +84,12 @@ def pair(value, name, op="max_pool2d", dims=2):
 
 def _plain(v):
     return type(v) is int and -(2**63) <= v < 2**63
+
+
+def past_bound(*values):
+    """Whether a plain int among values reaches MAX_EXTENT (symbolic ones are
+    left to the ops' C++ check)."""
+    return any(_plain(v) and v >= MAX_EXTENT for v in values)
 
 
 def int_pair(value):
@@ -165,7 +174,7 @@ def check_params(kernel, stride, padding, dilation, input=None):
             "pad should be smaller than or equal to half of kernel size, but got "
             f"padW = {pw}, padH = {ph}, kW = {kw}, kH = {kh}"
         )
-    if max(*kernel, *stride, *dilation) >= 2**31:
+    if max(*kernel, *stride, *dilation) >= MAX_EXTENT:
         raise RuntimeError(
             f"{op}: kernel_size, stride and dilation must be below 2^31, but got "
             f"kernel_size={list(kernel)}, stride={list(stride)}, dilation={list(dilation)}"

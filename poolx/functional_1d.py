@@ -56,7 +56,7 @@ def _check_extents(params, op="max_pool1d()"):
     """poolx's bound on the window's extents (the 2-D check would name
     max_pool2d and the unit height's arguments)."""
     (_, k), (_, s), _, (_, d) = params
-    if any(geo._plain(v) and v >= 2**31 for v in (k, s, d)):
+    if geo.past_bound(k, s, d):
         raise RuntimeError(f"{op} kernel_size, stride and dilation must be below 2^31, but got "
                            f"kernel_size={k}, stride={s}, dilation={d}")
 

@@ -113,7 +113,7 @@ def adaptive_max_pool1d(input, output_size, return_indices=False, *, save="argma
                            f"tensor for argument #1 'self' (while checking arguments for {op})")
     check_nonempty(input, op)
     # the 2-D check would name adaptive_max_pool2d and the unit height
-    if any(geo._plain(n) and n >= 2**31 for n in (input.shape[-1], length)):
+    if geo.past_bound(input.shape[-1], length):
         raise RuntimeError(f"{op}(): input and output sizes must be below 2^31, but got input "
                            f"size {input.shape[-1]} and output_size={length}")
     rows = input.unsqueeze(-2)
