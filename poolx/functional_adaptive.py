@@ -64,38 +64,18 @@ def check_nonempty(input, op, name="input"):
                                f"dimension {i} being empty")
 
 
-def _pool_args(input, sizes):
-    """The adaptive ops' (output_size,); or, where every axis of a batched
-    floating-point input divides (heads: 7x7 to 1, 200 to 1), max pooling's
-    arguments for the same windows, whose ops' autograd runs in C++ and saves
-    a small head the Python Function's host time. Compiled and exported code
-    keeps the adaptive ops (no guard on symbolic sizes dividing)."""
-    if torch.compiler.is_compiling():
-        return (sizes,)
-    shape = input.shape
-    if len(shape) != len(sizes) + 2 or shape[1] == 0 or not input.is_floating_point():
-        return (sizes,)
-    kernel = []
-    for n, s in zip(shape[2:], sizes):
-        if type(n) is not int or type(s) is not int or n == 0 or s <= 0 or n % s:
-            return (sizes,)
-        kernel.append(n // s)
-    kernel = tuple(kernel)
-    return kernel, kernel, (0,) * len(sizes), (1,) * len(sizes), False
-
-
 def adaptive_max_pool2d(input, output_size, return_indices=False, *, save="argmax"):
     """Same signature, results and gradients as
     torch.nn.functional.adaptive_max_pool2d; `save` as for poolx.max_pool2d."""
     sizes = _output_size(input, output_size, 2, "adaptive_max_pool2d")
-    return f2d.pool(input, _pool_args(input, sizes), return_indices, save)
+    return f2d.pool(input, (sizes,), return_indices, save)
 
 
 def adaptive_max_pool3d(input, output_size, return_indices=False, *, save="argmax"):
     """Same signature, results and gradients as
     torch.nn.functional.adaptive_max_pool3d; `save` as for poolx.max_pool2d."""
     sizes = _output_size(input, output_size, 3, "adaptive_max_pool3d")
-    out = f2d.pool(input, _pool_args(input, sizes), return_indices, save)
+    out = f2d.pool(input, (sizes,), return_indices, save)
     # torch's results are contiguous in every layout (the kernels keep a
     # channels_last_3d input's, which a view of them as (N, -1) would refuse)
     if return_indices:
@@ -117,7 +97,7 @@ def adaptive_max_pool1d(input, output_size, return_indices=False, *, save="argma
         raise RuntimeError(f"{op}(): input and output sizes must be below 2^31, but got input "
                            f"size {input.shape[-1]} and output_size={length}")
     rows = input.unsqueeze(-2)
-    out = f2d.pool(rows, _pool_args(rows, (1, length)), return_indices, save)
+    out = f2d.pool(rows, ((1, length),), return_indices, save)
     if return_indices:
         return out[0].squeeze(-2), out[1].squeeze(-2)
     return out.squeeze(-2)

@@ -153,25 +153,24 @@ def test_fast_paths_and_element_kernels_agree_on_even_windows():
 
 
 @pytest.mark.parametrize("dims", [1, 2, 3])
-def test_even_heads_take_the_windowed_ops(dims):
-    """A batched head whose sizes divide runs max pooling's ops (their C++
-    autograd) with the adaptive ops' results: values, argmax and gradient."""
+def test_even_heads_are_max_pooling(dims):
+    """A head whose sizes divide pools the windows of torch's max pooling
+    with kernel = stride = in / out (values, indices, gradient), through the
+    adaptive op's C++ autograd node."""
     size, out = (12, 10, 6)[:dims], (4, 1, 3)[:dims]
+    kernel = tuple(s // o for s, o in zip(size, out))
     x = random_values((2, 5, *size), torch.float32).requires_grad_()
-    pool = getattr(poolx, f"adaptive_max_pool{dims}d")
-    y = pool(x, out)
+    y, indices = getattr(poolx, f"adaptive_max_pool{dims}d")(x, out, return_indices=True)
     node = y.grad_fn if dims > 1 else y.grad_fn.next_functions[0][0]  # 1-D: past the squeeze
-    assert type(node).__name__ == "CppFunction", type(node).__name__  # not the adaptive op's
-    rows = x.detach() if dims > 1 else x.detach().unsqueeze(-2)
-    op = ops.adaptive_max_pool3d_argmax if dims == 3 else ops.adaptive_max_pool2d_argmax
-    values, argmax = op(rows, list(out) if dims > 1 else [1, *out])
-    assert_identical(y.detach(), values.view_as(y), "values")
+    assert node.name().startswith("torch::autograd::CppNode<poolx::"), node.name()
+    x_ref = x.detach().requires_grad_()
+    y_ref, indices_ref = getattr(F, f"max_pool{dims}d")(x_ref, kernel, return_indices=True)
+    assert_identical(y, y_ref, "values")
+    assert_identical(indices, indices_ref, "indices")
     grad_out = upstream_grad(y)
     (grad,) = torch.autograd.grad(y, x, grad_out)
-    backward = ops.adaptive_max_pool3d_backward if dims == 3 else ops.adaptive_max_pool2d_backward
-    sizes = (list(size), list(out)) if dims > 1 else ([1, *size], [1, *out])
-    expected = backward(grad_out.view_as(values), argmax, *sizes)
-    assert_identical(grad, expected.view_as(grad), "gradient")
+    (grad_ref,) = torch.autograd.grad(y_ref, x_ref, grad_out)
+    assert_identical(grad, grad_ref, "gradient")
 
 
 @pytest.mark.parametrize("dtype", INT_DTYPES, ids=str)

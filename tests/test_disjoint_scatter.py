@@ -56,8 +56,7 @@ def test_windowed_gradient_matches_torch(name, dtype, layout):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("name", ADAPTIVE)
 def test_adaptive_backward_op_matches_torch(name, dtype, layout):
-    """The adaptive backward op itself (the functional sends even heads to
-    the windowed ops)."""
+    """The adaptive backward op itself, called directly."""
     shape, output_size = ADAPTIVE[name]
     x = random_values(shape, dtype).contiguous(memory_format=LAYOUTS[layout])
     values, argmax = ops.adaptive_max_pool2d_argmax(x, output_size)
