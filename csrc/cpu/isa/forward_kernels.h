@@ -68,8 +68,7 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
   constexpr bool kDirectIndices = kArgmax && (!kTile2x2 || kTiledDirectIndices);
   const IndexLanes direct = kDirectIndices && !sweep_taps ? IndexLanes(index_rows) : IndexLanes();
   const IndexRows* const converts = direct ? nullptr : index_rows;
-  // argmax rows read back for the indices stay in the cache
-  const bool stream_argmax = stream && converts == nullptr;
+  const bool stream_argmax = stream && converts == nullptr;  // rows read back stay cached
   // Rows are converted a few pixels behind the values (some 256 elements at
   // a time), not a whole row later: the index stores then overlap the
   // input's loads instead of following them in a burst of their own.
@@ -191,8 +190,8 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
             pool_pairs(c0, std::integral_constant<int64_t, 1>{});
           }
         }
-        // kCount vectors of channels from c0, the last n lanes wide, in one
-        // pass over the window
+        // kCount vectors of channels from c0 (the last n lanes wide), one pass over the window;
+        // its visits inlined: a call keeps best[] in memory (as GCC did AVX2's tiled 16-bit taps)
         const auto pool_vectors = [&](int64_t c0, auto count, int64_t n) {
           constexpr int64_t kCount = decltype(count)::value;
           const auto lanes = [&](int64_t j) { return j + 1 < kCount ? kLanes : n; };
@@ -203,15 +202,15 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
             if (ordered) {
               by_rule = false;
               Vec sums[2] = {Vec(0.f), Vec(0.f)};  // two, so that the adds overlap
-              for_each_tap(c0, kCount * kVectorBytes, [&](const T* p, int64_t tap, auto) {
+              for_each_tap(c0, kCount * kVectorBytes,
+                           [&](const T* p, int64_t tap, auto) C10_ALWAYS_INLINE_ATTRIBUTE {
                 for (int64_t j = 0; j < kCount; ++j) {
                   const Vec v = load_float(p + j * kLanes, lanes(j));
                   best[j].take_ordered(v, tap);
                   sums[j % 2] = sums[j % 2] + v;
                 }
               });
-              // going again from the numbers' max and first tap, which no
-              // number replaces by PyTorch's rule: a NaN takes it, and a later one
+              // again by rule from the numbers' max and first tap: only a NaN replaces them
               if (holds_nan(sums[0] + sums[1])) {
                 by_rule = true;
                 ordered = false;
@@ -220,7 +219,8 @@ void forward_channels_last(const FastForwardArgs& a, bool stream) {
           }
 #endif
           if (by_rule) {
-            for_each_tap(c0, kCount * kVectorBytes, [&](const T* p, int64_t tap, auto first) {
+            for_each_tap(c0, kCount * kVectorBytes,
+                         [&](const T* p, int64_t tap, auto first) C10_ALWAYS_INLINE_ATTRIBUTE {
               for (int64_t j = 0; j < kCount; ++j) {
                 best[j].take(load_float(p + j * kLanes, lanes(j)), tap, first);
               }
