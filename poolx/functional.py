@@ -1,5 +1,7 @@
 """The functional API: drop-ins for torch.nn.functional plus the argmax tools."""
 
+import re
+
 import torch
 import torch.nn.functional as F
 from torch.nn.modules.utils import _pair
@@ -160,6 +162,20 @@ def _torch_unpool_hw(input, kernel_size, stride, padding, output_size):
             raise TypeError(f"max_unpool2d(): argument 'output_size' (position 3) must be tuple "
                             f"of ints, but found element of type {type(size).__name__} at pos {pos}")
     return hw
+
+
+def unpool_as_planes(op, input, indices, output_hw, sizes):
+    """unpool_by_indices of signals or volumes viewed as planes of output_hw,
+    whose flat indices are theirs: an index outside them raises torch's error
+    naming op and their sizes instead of the planes'."""
+    try:
+        return unpool_by_indices(input, indices, output_hw)
+    except RuntimeError as error:
+        bad = re.search(r"Found an invalid max index: (-?\d+)", str(error))
+        if bad is None:
+            raise
+        raise RuntimeError(f"{op}: Found an invalid max index: {bad.group(1)} (output volumes "
+                           f"are of size {'x'.join(map(str, sizes))})") from None
 
 
 def max_unpool2d_argmax(

@@ -13,7 +13,6 @@ from torch.nn.modules.utils import _single
 
 from poolx import _geometry as geo
 from poolx import functional as f2d
-from poolx._functions import unpool_by_indices
 
 
 def _unit_height(t):
@@ -251,4 +250,5 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
     """Same signature, results and gradients as torch.nn.functional.max_unpool1d,
     deterministic as poolx.max_unpool2d."""
     length = _unpool_length(input, kernel_size, stride, padding, output_size)
-    return _flat(unpool_by_indices(_unit_height(input), _unit_height(indices), (1, length)))
+    return _flat(f2d.unpool_as_planes("max_unpool1d", _unit_height(input), _unit_height(indices),
+                                      (1, length), (length,)))

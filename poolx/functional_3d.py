@@ -9,14 +9,12 @@ of the window; the index is torch's (d * H + h) * W + w. Unpool by indices
 needs no window at all: the indices are flat in each (D * H, W) plane, so it is
 2-D unpool on those views."""
 
-import re
-
 import torch
 from torch.nn.modules.utils import _triple
 
 from poolx import _geometry as geo
 from poolx import functional as f2d
-from poolx._functions import pool_argmax, route_to_input, unpool_by_argmax, unpool_by_indices
+from poolx._functions import pool_argmax, route_to_input, unpool_by_argmax
 from poolx._library import ops
 
 
@@ -144,15 +142,7 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
     _check_unpool(input, indices, steps)
     depth, height, width = _unpool_sizes(input, kernel, steps, _unpool_triple(padding, "padding"),
                                          output_size)
-    try:
-        planes = unpool_by_indices(input.flatten(-3, -2), indices.flatten(-3, -2),
-                                   (depth * height, width))
-    except RuntimeError as error:
-        # the volumes unpool as planes of D * H rows, whose flat index is the
-        # volume's: the message names the volume instead
-        bad = re.search(r"Found an invalid max index: (-?\d+)", str(error))
-        if bad is None:
-            raise
-        raise RuntimeError(f"max_unpool3d: Found an invalid max index: {bad.group(1)} (output "
-                           f"volumes are of size {depth}x{height}x{width})") from None
+    # the volumes unpool as planes of D * H rows, whose flat index is the volume's
+    planes = f2d.unpool_as_planes("max_unpool3d", input.flatten(-3, -2), indices.flatten(-3, -2),
+                                  (depth * height, width), (depth, height, width))
     return planes.unflatten(-2, (depth, height))

@@ -147,12 +147,14 @@ def test_unpool1d_matches_torch(device, name, output_size):
     assert_identical(grad, grad_out.gather(-1, indices), f"unpool gradient of {name}")
 
 
-def test_unpool1d_rejects_an_index_outside_the_signal():
+@pytest.mark.parametrize("bad", [8, -1])
+def test_unpool1d_rejects_an_index_outside_the_signal(bad):
     values, indices = F.max_pool1d(torch.randn(2, 3, 8), 2, return_indices=True)
-    indices[1, 2, 3] = 8
+    indices[1, 2, 3] = bad
     with pytest.raises(RuntimeError):
         F.max_unpool1d(values, indices, 2)
-    with raises_bad_indices("Found an invalid max index: 8"):
+    with raises_bad_indices(f"max_unpool1d: Found an invalid max index: {bad} (output volumes "
+                            "are of size 8)"):
         poolx.max_unpool1d(values, indices, 2)
 
 
