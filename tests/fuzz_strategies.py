@@ -1,5 +1,5 @@
-"""What the property tests (test_fuzz.py: max_pool2d; test_fuzz_unpool.py:
-max_unpool2d) share: their hypothesis profile and the drawn input tensors.
+"""What the property tests (test_fuzz*.py) share: their hypothesis profile,
+the drawn input tensors and the pooling arguments of any form.
 
 HYPOTHESIS_PROFILE=ci (default: derandomized, 300 examples per property, ~10 s) or
 HYPOTHESIS_PROFILE=fuzz (random, 5000 examples per property, ~4 min).
@@ -64,3 +64,16 @@ def leading_dims(draw, batch_sizes):
     batch = draw(st.sampled_from(batch_sizes))
     channels = draw(st.integers(1, 3))
     return (channels,) if batch is None else (batch, channels)
+
+
+@st.composite
+def any_pool_args(draw, kernel_high, max_len):
+    """(kernel_size, stride, padding, dilation, ceil_mode) in the forms torch
+    accepts or rejects, valid or not: each an int, () or a tuple of up to
+    max_len ints (stride None too)."""
+
+    def ints(high):
+        return st.integers(-1, high) | st.lists(st.integers(-1, high), max_size=max_len).map(tuple)
+
+    return (draw(ints(kernel_high)), draw(st.none() | ints(4)), draw(ints(3)), draw(ints(3)),
+            draw(st.booleans()))

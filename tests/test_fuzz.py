@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import poolx
-from fuzz_strategies import fuzz_settings, leading_dims, tensors
+from fuzz_strategies import any_pool_args, fuzz_settings, leading_dims, tensors
 from inputs import FLOAT_DTYPES, INT_DTYPES, Pool, random_values
 from reference import (EXACT, assert_identical, assert_pool_matches_torch, empty_windows,
                        raises_like, torch_grad, torch_pool)
@@ -32,19 +32,13 @@ def pools(draw):
     return Pool("drawn", hw, kernel, stride, padding, dilation, draw(st.booleans()))
 
 
-def int_args(low, high):
-    """Pooling argument forms torch accepts or rejects: int, (), (a,), (a, b), (a, b, c)."""
-    return st.integers(low, high) | st.lists(st.integers(low, high), max_size=3).map(tuple)
-
-
 @st.composite
 def any_pools(draw):
     """Any call: inputs of 2 to 5 dims, any dtype, arguments in any form, valid or not."""
     ndim = draw(st.sampled_from([2, 3, 4, 4, 5]))
     shape = tuple(draw(st.integers(0, 6)) for _ in range(ndim))
     x = draw(tensors(shape, FLOAT_DTYPES + INT_DTYPES + (torch.bool, torch.complex64)))
-    pool = Pool("any", shape[-2:], draw(int_args(-1, 7)), draw(st.none() | int_args(-1, 4)),
-                draw(int_args(-1, 3)), draw(int_args(-1, 3)), draw(st.booleans()))
+    pool = Pool("any", shape[-2:], *draw(any_pool_args(7, max_len=3)))
     return x, pool
 
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import poolx
-from fuzz_strategies import fuzz_settings, leading_dims, tensors
+from fuzz_strategies import any_pool_args, fuzz_settings, leading_dims, tensors
 from inputs import FLOAT_DTYPES, INT_DTYPES, Pool
 from reference import EXACT, assert_call_as_torch, empty_windows, single_threaded
 
@@ -64,18 +64,12 @@ def test_drawn_signals_pool_and_unpool_as_torch(case):
         torch.testing.assert_close(got, unpooled, **EXACT)
 
 
-def int_args(low, high):
-    """Argument forms torch accepts or rejects: int, (), (a,), (a, b)."""
-    return st.integers(low, high) | st.lists(st.integers(low, high), max_size=2).map(tuple)
-
-
 @st.composite
 def any_calls(draw):
     """Any call: inputs of 1 to 4 dims, any dtype, arguments in any form, valid or not."""
     shape = tuple(draw(st.integers(0, 6)) for _ in range(draw(st.integers(1, 4))))
     x = draw(tensors(shape, FLOAT_DTYPES + INT_DTYPES))
-    args = (draw(int_args(-1, 7)), draw(st.none() | int_args(-1, 4)), draw(int_args(-1, 3)),
-            draw(int_args(-1, 3)), draw(st.booleans()))
+    args = draw(any_pool_args(7, max_len=2))
     return x, args, draw(st.booleans()), draw(st.booleans())
 
 
