@@ -7,6 +7,8 @@ index h * L + l is the index torch's 1-D pooling returns. An (N, L, C) signal
 viewed as (N, C, L) pools as a channels_last image. The 1-D checks are
 torch's, in torch's order and words, before the 2-D call."""
 
+import re
+
 import torch
 import torch.nn.functional as F
 from torch.nn.modules.utils import _single
@@ -170,7 +172,26 @@ def _argmax_tool(name, tool, tensors, names, size, size_name, pool, ceil_mode):
     try:
         return _flat(tool(*views, length, *params, ceil_mode))
     except IndexError as error:
-        raise IndexError(f"{name}: the signals viewed as images of height 1, {error}") from None
+        raise IndexError(f"{name}: {_in_1d_terms(str(error))}") from None
+
+
+# The 2-D tools' error for an argmax value that names no tap of its window,
+# on signals viewed as images of height 1
+_BAD_ARGMAX_2D = re.compile(
+    r"^\w+: argmax\[((?:\d+, )*)0, (\d+)\] = (-?\d+) names no tap of its 1x(\d+) window "
+    r"inside the 1x(\d+) input \(stride 1x(\d+), padding 0x(\d+), dilation 1x(\d+)\)")
+
+
+def _in_1d_terms(message):
+    """A 2-D tool's bad-argmax message about the height-1 views, told of the signals."""
+    bad = _BAD_ARGMAX_2D.match(message)
+    if bad is None:
+        return f"the signals viewed as images of height 1, {message}"
+    lead, at, value, kernel, length, stride, padding, dilation = bad.groups()
+    return (f"argmax[{lead}{at}] = {value} names no tap of its window of {kernel} inside the "
+            f"signal of length {length} (stride {stride}, padding {padding}, dilation "
+            f"{dilation}); an argmax must come from max_pool1d_with_argmax with the same "
+            "arguments")
 
 
 def max_pool1d_backward(grad_output, argmax, input_size, kernel_size, stride=None, padding=0,
